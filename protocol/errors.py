@@ -1,0 +1,32 @@
+"""Errors raised by the pure protocol core.
+
+Local errors are mistakes this side made (it built a bad message); remote errors are
+what the other side sent. Every message names the offending value and the reason.
+"""
+
+from __future__ import annotations
+
+
+class ProtocolError(Exception):
+    """Base of every error the protocol core raises."""
+
+
+class UnsupportedProtocolVersion(ProtocolError):
+    """A message carries a protocol version outside the supported range."""
+
+    def __init__(self, version: object, low: int, high: int) -> None:
+        self.version = version
+        self.low = low
+        self.high = high
+        super().__init__(
+            f"protocol version {version!r} is not supported; "
+            f"this side accepts versions {low} to {high}"
+        )
+
+
+class SealError(ProtocolError):
+    """Sealed content could not be opened: wrong key, wrong binding, or tampered."""
+
+
+class MalformedCursor(ProtocolError):
+    """A pull cursor that this server did not issue."""

@@ -1,0 +1,183 @@
+"""Wire envelopes: every request and response between device and cloud.
+
+Invariants: each message carries ``protocol_version``; push answers one receipt per
+op in request order; pull returns changes in server order with an opaque cursor.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from enum import StrEnum
+from typing import Annotated, Any, Literal
+
+from pydantic import Field, TypeAdapter
+
+from protocol.errors import UnsupportedProtocolVersion
+from protocol.ids import ConversationId, DeviceId, EpisodeId, RecordId, SpaceId
+from protocol.model import EpistemicState, LifecycleState, Text
+from protocol.operations import MAX_OPS_PER_PUSH, Receipt
+from protocol.version import PROTOCOL_VERSION, SUPPORTED_VERSIONS, check_version
+from protocol.wire import B64Bytes, UtcDatetime, WireModel
+
+MAX_PULL_PAGE = 500
+MAX_REQUEST_BYTES = 4 * 1024 * 1024
+
+
+class Envelope(WireModel):
+    protocol_version: int = PROTOCOL_VERSION
+
+
+def peek_version(raw: Mapping[str, Any]) -> int:
+    """Read and check ``protocol_version`` before the rest of a message is parsed."""
+    if "protocol_version" not in raw:
+        low, high = SUPPORTED_VERSIONS
+        raise UnsupportedProtocolVersion(None, low, high)
+    return check_version(raw["protocol_version"])
+
+
+class ErrorCode(StrEnum):
+    UNSUPPORTED_PROTOCOL_VERSION = "unsupported_protocol_version"
+    MALFORMED_REQUEST = "malformed_request"
+    REQUEST_TOO_LARGE = "request_too_large"
+    UNAUTHORIZED = "unauthorized"
+    NOT_FOUND = "not_found"
+    PULL_REQUIRED = "pull_required"
+    ENROLLMENT_REFUSED = "enrollment_refused"
+    MALFORMED_CURSOR = "malformed_cursor"
+
+
+class ErrorBody(Envelope):
+    code: ErrorCode
+    message: str
+    supported_versions: tuple[int, int] = SUPPORTED_VERSIONS
+
+
+# --- enrollment --------------------------------------------------------------------
+
+
+class EnrollRequest(Envelope):
+    code: Annotated[str, Field(min_length=8, max_length=128)]
+    device_name: Annotated[str, Field(min_length=1, max_length=64)]
+    public_key: B64Bytes  # X25519, 32 bytes
+
+
+class EnrollResponse(Envelope):
+    device_id: DeviceId
+    space_id: SpaceId
+    credential: str
+
+
+# --- push --------------------------------------------------------------------------
+
+
+class PushRequest(Envelope):
+    """Ops stay raw JSON objects here so one malformed op is refused alone."""
+
+    ops: Annotated[list[dict[str, Any]], Field(max_length=MAX_OPS_PER_PUSH)]
+
+
+class PushResponse(Envelope):
+    receipts: list[Receipt]
+
+
+# --- pull --------------------------------------------------------------------------
+
+
+class EpisodeContent(WireModel):
+    """What an episode seals."""
+
+    conversation_id: ConversationId
+    text: Text
+
+
+class RecordVersionChange(WireModel):
+    kind: Literal["record_version"] = "record_version"
+    seq: int
+    record_id: RecordId
+    version: int
+    supersedes: int | None = None
+    epistemic_state: EpistemicState
+    lifecycle_state: LifecycleState
+    recorded_at: UtcDatetime
+    key_id: str
+    sealed_content: B64Bytes  # RecordContent JSON sealed with the version's DEK
+    sealed_key: B64Bytes  # the DEK sealed to this device's public key
+
+
+class EpisodeChange(WireModel):
+    kind: Literal["episode"] = "episode"
+    seq: int
+    episode_id: EpisodeId
+    typed_at: UtcDatetime
+    key_id: str
+    sealed_content: B64Bytes  # EpisodeContent JSON sealed with the episode's DEK
+    sealed_key: B64Bytes
+
+
+class LifecycleChange(WireModel):
+    kind: Literal["lifecycle"] = "lifecycle"
+    seq: int
+    record_id: RecordId
+    lifecycle_state: LifecycleState
+    at: UtcDatetime
+
+
+class KeyDestruction(WireModel):
+    """The keys of a forgotten record and everything derived from it are gone."""
+
+    kind: Literal["key_destruction"] = "key_destruction"
+    seq: int
+    event_id: int
+    record_id: RecordId
+    key_ids: list[str]
+    episode_ids: list[EpisodeId]
+    destroyed_at: UtcDatetime
+
+
+Change = Annotated[
+    RecordVersionChange | EpisodeChange | LifecycleChange | KeyDestruction,
+    Field(discriminator="kind"),
+]
+CHANGE_ADAPTER: TypeAdapter[
+    RecordVersionChange | EpisodeChange | LifecycleChange | KeyDestruction
+] = TypeAdapter(Change)
+
+
+class PullRequest(Envelope):
+    cursor: str | None = None
+    limit: Annotated[int, Field(ge=1, le=MAX_PULL_PAGE)] = 200
+
+
+class PullResponse(Envelope):
+    changes: list[Change]
+    cursor: str
+    has_more: bool
+
+
+# --- acknowledging key destruction ---------------------------------------------------
+
+
+class AckRequest(Envelope):
+    event_ids: Annotated[list[int], Field(max_length=MAX_PULL_PAGE)]
+
+
+class AckResponse(Envelope):
+    acknowledged: list[int]
+
+
+# --- forget status -----------------------------------------------------------------
+
+
+class PendingDevice(WireModel):
+    device_id: DeviceId
+    device_name: str
+
+
+class ForgetStatus(WireModel):
+    record_id: RecordId
+    forgotten_at: UtcDatetime
+    pending: list[PendingDevice]
+
+
+class PendingResponse(Envelope):
+    forgets: list[ForgetStatus]

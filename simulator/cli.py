@@ -1,0 +1,5 @@
+"""Placeholder; replaced below."""
+
+
+def main() -> None:
+    raise SystemExit("not yet")
