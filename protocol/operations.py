@@ -78,6 +78,7 @@ class Receipt(WireModel):
     index: Annotated[int, Field(ge=0)]
     op_id: str | None
     status: ReceiptStatus
+    original_status: ReceiptStatus | None = None  # set on a duplicate: what the first try got
     code: RefusalCode | None = None
     reason: str | None = None
     record_id: RecordId | None = None
