@@ -104,7 +104,7 @@ def test_forgotten_stays_forgotten_and_unreadable(ops: list) -> None:
 
 @given(op_sequences())
 def test_every_record_is_a_whole_sentence_its_episodes_hold(ops: list) -> None:
-    ledger, receipts = _run(ops)
+    _, receipts = _run(ops)
     for op, receipt in zip(ops, receipts, strict=True):
         if isinstance(op, Remember) and receipt.status is ReceiptStatus.APPLIED:
             typed = []

@@ -1,0 +1,257 @@
+"""``make bench``: figures and ratios measured side by side in one run.
+
+Invariant: nothing here asserts a timing. Every figure is measured in this process on
+this machine, next to its baseline, and written to ``bench/results.json``.
+``--smoke`` runs the same code on a tiny workload (CI runs that, for breakage only).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import sqlite3
+import tempfile
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import sqlcipher3
+from rich.console import Console
+from rich.table import Table
+
+import device.db
+from device.agent import DeviceAgent
+from protocol.ids import make_id
+from protocol.messages import PushRequest
+from protocol.operations import AddEpisode, Remember
+from simulator.cloud_runner import RunningCloud
+
+RESULTS = Path(__file__).resolve().parent / "results.json"
+PASSPHRASE = "bench passphrase"
+ROW_BYTES = 200
+
+
+def _sentence(i: int) -> str:
+    body = f"I keep note number {i} about the garden, the bikes and the long trip north"
+    return (body + " and so on" * 20)[: ROW_BYTES - 1] + "."
+
+
+@contextmanager
+def _plain_sqlite() -> Iterator[None]:
+    """Run the device's own code on the standard library's sqlite3 (no encryption).
+
+    ``PRAGMA key`` and the cipher pragmas are unknown to plain SQLite and ignored, so
+    the code path is otherwise identical; the file is checked to be plaintext.
+    """
+    original = device.db.sqlcipher3
+    device.db.sqlcipher3 = sqlite3  # type: ignore[assignment]
+    try:
+        yield
+    finally:
+        device.db.sqlcipher3 = original
+
+
+def _timed(fn: Callable[[], None]) -> float:
+    start = time.perf_counter()
+    fn()
+    return time.perf_counter() - start
+
+
+def bench_device_writes(n: int, folder: Path) -> float:
+    """say + remember pairs per second through DeviceAgent (two ops, each its own txn)."""
+    agent = DeviceAgent.create(folder, PASSPHRASE, device_name="bench")
+
+    def work() -> None:
+        for i in range(n):
+            text = _sentence(i)
+            agent.say(text, f"c{i}")
+            agent.remember(text, f"c{i}")
+
+    try:
+        return n / _timed(work)
+    finally:
+        agent.close()
+
+
+def bench_raw_writes(n: int, path: Path, module: Any) -> float:
+    """The physical limit: two single-row transactions per pair, same sizes, raw driver."""
+    conn = module.connect(str(path), isolation_level=None)
+    conn.execute(f"PRAGMA key = '{PASSPHRASE}'")
+    conn.execute("PRAGMA journal_mode = WAL")
+    conn.execute("PRAGMA synchronous = NORMAL")
+    conn.execute("CREATE TABLE t (id TEXT PRIMARY KEY, body BLOB)")
+    blob = os.urandom(ROW_BYTES)
+
+    def work() -> None:
+        for i in range(n):
+            for kind in ("e", "r"):
+                conn.execute("BEGIN IMMEDIATE")
+                conn.execute("INSERT INTO t VALUES (?, ?)", (f"{kind}{i}", blob))
+                conn.execute("COMMIT")
+
+    try:
+        return n / _timed(work)
+    finally:
+        conn.close()
+
+
+def bench_push(n: int, folder: Path) -> dict[str, float]:
+    """Ops per second, device queue to cloud store over loopback, vs the cloud's own apply."""
+    results: dict[str, float] = {}
+    with RunningCloud.sqlite(folder / "cloud") as cloud:
+        _space, code = cloud.operator.add_user("bench")
+        agent = DeviceAgent.create(
+            folder / "device", PASSPHRASE, device_name="bench", cloud_url=cloud.url
+        )
+        agent.enroll(code)
+        for i in range(n):
+            agent.say(_sentence(i), f"c{i}")
+            agent.remember(_sentence(i), f"c{i}")
+        ops = agent.pending_ops()
+        results["push_ops"] = ops
+        results["push_ops_per_s"] = ops / _timed(agent.sync)
+        agent.close()
+
+        # The same ops applied by the cloud service directly: no HTTP, no device.
+        space2, code2 = cloud.operator.add_user("bench-direct")
+        from nacl.public import PrivateKey
+
+        from protocol.messages import EnrollRequest
+
+        enrolled = cloud.operator.enroll(
+            EnrollRequest(
+                code=code2, device_name="direct", public_key=bytes(PrivateKey.generate().public_key)
+            )
+        )
+        wire = _wire_ops(n)
+        batches = [wire[i : i + 500] for i in range(0, len(wire), 500)]
+
+        def direct() -> None:
+            for batch in batches:
+                cloud.operator.push(space2, enrolled.device_id, PushRequest(ops=batch))
+
+        results["direct_apply_ops_per_s"] = len(wire) / _timed(direct)
+
+    raw = sqlite3.connect(str(folder / "raw.db"), isolation_level=None)
+    raw.execute("PRAGMA journal_mode = WAL")
+    raw.execute("PRAGMA synchronous = NORMAL")
+    raw.execute("CREATE TABLE t (space TEXT, id TEXT, body BLOB, PRIMARY KEY (space, id))")
+    blob = os.urandom(ROW_BYTES + 40)
+
+    def raw_insert() -> None:
+        for start in range(0, 2 * n, 500):
+            raw.execute("BEGIN IMMEDIATE")
+            raw.executemany(
+                "INSERT INTO t VALUES ('s', ?, ?)",
+                ((str(i), blob) for i in range(start, min(start + 500, 2 * n))),
+            )
+            raw.execute("COMMIT")
+
+    results["raw_store_insert_rows_per_s"] = 2 * n / _timed(raw_insert)
+    raw.close()
+    return results
+
+
+def _wire_ops(n: int) -> list[dict[str, Any]]:
+    at = datetime(2026, 11, 29, tzinfo=UTC)
+    ops: list[dict[str, Any]] = []
+    for i in range(n):
+        episode = make_id("ep", i.to_bytes(10, "big"))
+        ops.append(
+            AddEpisode(
+                op_id=make_id("op", (2 * i).to_bytes(10, "big")),
+                episode_id=episode,
+                conversation_id=f"c{i}",
+                text=_sentence(i),
+                typed_at=at,
+            ).model_dump(mode="json")
+        )
+        ops.append(
+            Remember(
+                op_id=make_id("op", (2 * i + 1).to_bytes(10, "big")),
+                record_id=make_id("rec", i.to_bytes(10, "big")),
+                text=_sentence(i),
+                conversation_id=f"c{i}",
+                source_episode_ids=[episode],
+                made_at=at,
+            ).model_dump(mode="json")
+        )
+    return ops
+
+
+def run(n_device: int, n_push: int) -> dict[str, Any]:
+    with tempfile.TemporaryDirectory(prefix="memsync-bench-") as tmp:
+        root = Path(tmp)
+        ours_cipher = bench_device_writes(n_device, root / "cipher")
+        with _plain_sqlite():
+            ours_plain = bench_device_writes(n_device, root / "plain")
+        plain_header = (root / "plain" / "device.db").read_bytes()[:16]
+        raw_cipher = bench_raw_writes(n_device, root / "raw-cipher.db", sqlcipher3)
+        raw_plain = bench_raw_writes(n_device, root / "raw-plain.db", sqlite3)
+        push = bench_push(n_push, root / "push")
+    figures = {
+        "device_pairs_per_s_sqlcipher": ours_cipher,
+        "device_pairs_per_s_plain_sqlite": ours_plain,
+        "raw_pairs_per_s_sqlcipher": raw_cipher,
+        "raw_pairs_per_s_plain_sqlite": raw_plain,
+        **push,
+    }
+    ratios = {
+        "device_sqlcipher_vs_device_plain": ours_cipher / ours_plain,
+        "device_sqlcipher_vs_raw_sqlcipher": ours_cipher / raw_cipher,
+        "raw_sqlcipher_vs_raw_plain": raw_cipher / raw_plain,
+        "push_e2e_vs_direct_apply": push["push_ops_per_s"] / push["direct_apply_ops_per_s"],
+        "push_e2e_vs_raw_store_insert": push["push_ops_per_s"]
+        / push["raw_store_insert_rows_per_s"],
+    }
+    return {
+        "when": datetime.now(UTC).isoformat(timespec="seconds"),
+        "machine": {
+            "python": platform.python_version(),
+            "platform": platform.platform(),
+            "cpus": os.cpu_count(),
+            "sqlcipher": sqlcipher3.connect(":memory:")
+            .execute("PRAGMA cipher_version")
+            .fetchone()[0],
+        },
+        "workload": {"device_pairs": n_device, "push_pairs": n_push, "row_bytes": ROW_BYTES},
+        "plain_sqlite_file_is_plaintext": plain_header.startswith(b"SQLite format 3"),
+        "figures": figures,
+        "ratios": ratios,
+    }
+
+
+def render(result: dict[str, Any]) -> Table:
+    table = Table(
+        title="memsync bench (" + ", ".join(f"{k}={v}" for k, v in result["workload"].items()) + ")"
+    )
+    table.add_column("measure")
+    table.add_column("value", justify="right")
+    for name, value in result["figures"].items():
+        table.add_row(name, f"{value:,.0f}")
+    for name, value in result["ratios"].items():
+        table.add_row(f"ratio {name}", f"{value:.2f}x")
+    return table
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--smoke", action="store_true", help="tiny workload, for CI")
+    parser.add_argument("--device-pairs", type=int, default=1000)
+    parser.add_argument("--push-pairs", type=int, default=2000)
+    args = parser.parse_args()
+    n_device, n_push = (20, 20) if args.smoke else (args.device_pairs, args.push_pairs)
+    result = run(n_device, n_push)
+    result["smoke"] = args.smoke
+    RESULTS.write_text(json.dumps(result, indent=2) + "\n")
+    Console().print(render(result))
+    print(f"wrote {RESULTS}")
+
+
+if __name__ == "__main__":
+    main()

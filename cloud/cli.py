@@ -1,0 +1,156 @@
+"""``memsync cloud ...``: serve the cloud, add users, show pending forgets.
+
+``register(subparsers)`` adds the ``cloud`` command group to an argparse parser; each
+handler is ``handler(args) -> int`` set with ``set_defaults(func=...)``.
+Defaults: ``--store`` from ``MEMSYNC_STORE`` else ``./memsync-cloud/records.db``;
+``--keys`` from ``MEMSYNC_KEYS`` else ``./memsync-cloud/keys.db``. A plain path given
+to ``--store`` means a SQLite file.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+from pathlib import Path
+from typing import Any
+
+from cloud.config import CloudConfig
+from cloud.errors import CloudError
+from cloud.service import CloudService
+
+DEFAULT_STORE = "./memsync-cloud/records.db"
+DEFAULT_KEYS = "./memsync-cloud/keys.db"
+
+
+def store_url(value: str) -> str:
+    """A store URL from a URL or a plain SQLite file path (made absolute)."""
+    if "://" in value:
+        return value
+    return f"sqlite:///{Path(value).expanduser().resolve()}"
+
+
+def config_from_args(args: argparse.Namespace) -> CloudConfig:
+    return CloudConfig(
+        store_url=store_url(args.store),
+        key_store_path=Path(args.keys).expanduser().resolve(),
+    )
+
+
+def _common(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--store",
+        default=os.environ.get("MEMSYNC_STORE", DEFAULT_STORE),
+        help="record store: sqlite:///PATH, postgresql://user@host:port/db, or a file path "
+        "(default: $MEMSYNC_STORE or %(default)s)",
+    )
+    parser.add_argument(
+        "--keys",
+        default=os.environ.get("MEMSYNC_KEYS", DEFAULT_KEYS),
+        help="key store SQLite file, separate from the record store "
+        "(default: $MEMSYNC_KEYS or %(default)s)",
+    )
+
+
+def register(subparsers: Any) -> argparse.ArgumentParser:
+    """Add the ``cloud`` command group to ``subparsers`` (from ``add_subparsers()``)."""
+    cloud: argparse.ArgumentParser = subparsers.add_parser(
+        "cloud", help="run and administer the memsync cloud"
+    )
+    commands = cloud.add_subparsers(dest="cloud_command", metavar="COMMAND", required=True)
+
+    serve = commands.add_parser("serve", help="serve the sync API over HTTP (uvicorn)")
+    _common(serve)
+    serve.add_argument("--host", default="127.0.0.1")
+    serve.add_argument("--port", type=int, default=8765)
+    serve.set_defaults(func=cmd_serve)
+
+    add_user = commands.add_parser(
+        "add-user", help="create a user's space and print a one-time enrollment code"
+    )
+    _common(add_user)
+    add_user.add_argument("name")
+    add_user.add_argument("--json", action="store_true", help="print JSON")
+    add_user.set_defaults(func=cmd_add_user)
+
+    pending = commands.add_parser(
+        "pending", help="list forgotten records and the devices that have not confirmed"
+    )
+    _common(pending)
+    pending.add_argument("--user", required=True, help="user name or space id")
+    pending.add_argument("--json", action="store_true", help="print JSON")
+    pending.set_defaults(func=cmd_pending)
+    return cloud
+
+
+def _fail(exc: Exception) -> int:
+    print(f"memsync cloud: {exc}", file=sys.stderr)
+    return 1
+
+
+def cmd_serve(args: argparse.Namespace) -> int:
+    import uvicorn
+
+    from cloud.app import create_app
+
+    try:
+        app = create_app(config_from_args(args))
+    except CloudError as exc:
+        return _fail(exc)
+    uvicorn.run(app, host=args.host, port=args.port, log_level="info")
+    return 0
+
+
+def cmd_add_user(args: argparse.Namespace) -> int:
+    try:
+        service = CloudService(config_from_args(args))
+    except CloudError as exc:
+        return _fail(exc)
+    try:
+        space_id, code = service.add_user(args.name)
+    except CloudError as exc:
+        return _fail(exc)
+    finally:
+        service.close()
+    if args.json:
+        print(json.dumps({"user": args.name, "space_id": space_id, "enrollment_code": code}))
+    else:
+        print(f"user:            {args.name}")
+        print(f"space id:        {space_id}")
+        print(f"enrollment code: {code}  (single use, valid 24 hours)")
+    return 0
+
+
+def cmd_pending(args: argparse.Namespace) -> int:
+    try:
+        service = CloudService(config_from_args(args))
+    except CloudError as exc:
+        return _fail(exc)
+    try:
+        space_id = service.find_space(args.user)
+        response = service.pending(space_id)
+    except CloudError as exc:
+        return _fail(exc)
+    finally:
+        service.close()
+    waiting = [f for f in response.forgets if f.pending]
+    if args.json:
+        print(
+            json.dumps(
+                {
+                    "space_id": space_id,
+                    "forgets": [f.model_dump(mode="json") for f in response.forgets],
+                }
+            )
+        )
+        return 0
+    if not waiting:
+        print("nothing pending")
+        return 0
+    for forget in waiting:
+        devices = ", ".join(f"{d.device_name} ({d.device_id})" for d in forget.pending)
+        print(
+            f"{forget.record_id}  forgotten {forget.forgotten_at.isoformat()}  pending: {devices}"
+        )
+    return 0

@@ -1,0 +1,38 @@
+"""Configuration of one cloud process.
+
+Invariant: the clock and the randomness are injected here and used everywhere in the
+cloud; no logic reads ``datetime.now()`` or ``os.urandom`` directly.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+
+from protocol.messages import MAX_REQUEST_BYTES
+
+
+def utc_now() -> datetime:
+    """The default clock: an aware UTC timestamp."""
+    return datetime.now(UTC)
+
+
+@dataclass(frozen=True)
+class CloudConfig:
+    """Where the cloud keeps its data, and where its time and randomness come from.
+
+    ``store_url`` is ``sqlite:///<absolute path>`` or ``postgresql://user@host:port/db``;
+    ``key_store_path`` is a SQLite file that must not be the record store.
+    ``master_key`` (32 bytes) overrides ``MEMSYNC_MASTER_KEY`` and the ``master.key``
+    file beside the key store.
+    """
+
+    store_url: str
+    key_store_path: Path
+    clock: Callable[[], datetime] = utc_now
+    random_bytes: Callable[[int], bytes] = os.urandom
+    max_request_bytes: int = MAX_REQUEST_BYTES
+    master_key: bytes | None = field(default=None, repr=False)

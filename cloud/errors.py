@@ -1,0 +1,75 @@
+"""The cloud's exceptions, one class per answer the HTTP boundary can give.
+
+Invariant: every error names the offending id or field and the reason; ``cloud.app``
+maps each class to its HTTP status and ``protocol.messages.ErrorCode`` in one place.
+"""
+
+from __future__ import annotations
+
+from protocol.messages import ErrorCode
+
+
+class CloudError(Exception):
+    """Base of every error the cloud raises on purpose."""
+
+    status: int = 500
+    code: ErrorCode | None = None
+
+
+class MalformedRequest(CloudError):
+    status = 400
+    code = ErrorCode.MALFORMED_REQUEST
+
+
+class MalformedCursorError(CloudError):
+    status = 400
+    code = ErrorCode.MALFORMED_CURSOR
+
+
+class Unauthorized(CloudError):
+    status = 401
+    code = ErrorCode.UNAUTHORIZED
+
+
+class EnrollmentRefused(CloudError):
+    status = 403
+    code = ErrorCode.ENROLLMENT_REFUSED
+
+
+class NotFound(CloudError):
+    status = 404
+    code = ErrorCode.NOT_FOUND
+
+
+class PullRequired(CloudError):
+    status = 409
+    code = ErrorCode.PULL_REQUIRED
+
+    def __init__(self, device_id: str, event_ids: list[int]) -> None:
+        self.device_id = device_id
+        self.event_ids = event_ids
+        shown = ", ".join(str(e) for e in event_ids[:20])
+        more = "" if len(event_ids) <= 20 else f" and {len(event_ids) - 20} more"
+        super().__init__(
+            f"device {device_id} has not acknowledged key-destruction event(s) {shown}{more}; "
+            "pull and acknowledge them before pushing (nothing in this push was applied)"
+        )
+
+
+class RequestTooLarge(CloudError):
+    status = 413
+    code = ErrorCode.REQUEST_TOO_LARGE
+
+
+class AlreadyExists(CloudError):
+    """A name or id that must be unique is taken (CLI only; never crosses the wire)."""
+
+    status = 409
+
+
+class StoreError(CloudError):
+    """The record store is in a state this code does not understand (a bug or a bad file)."""
+
+
+class KeyStoreError(CloudError):
+    """The key store could not do what was asked (bad master key, missing space key)."""

@@ -1,0 +1,289 @@
+"""The key store: data keys wrapped by per-space keys, in a file of its own.
+
+Invariants:
+- The key store is separate from the record store; a copy of the record store alone
+  opens nothing.
+- Each space key (32 random bytes) is wrapped by the master key; each data key (DEK)
+  is wrapped by its space key with ``protocol.sealing.seal`` and the binding
+  ``memsync/1|<space>|dek|<key_id>|1``. Plain keys never reach the disk.
+- ``destroy`` deletes rows with ``secure_delete`` on and then truncates the WAL, so
+  neither the file nor its WAL holds a destroyed wrapped key; it is idempotent.
+
+``KeyStore`` is the interface a KMS or Vault-like service could implement instead.
+"""
+
+from __future__ import annotations
+
+import os
+import sqlite3
+import threading
+from collections.abc import Callable, Iterable
+from datetime import datetime
+from pathlib import Path
+from typing import Protocol
+
+from cloud.errors import KeyStoreError
+from protocol.errors import SealError
+from protocol.ids import make_id
+from protocol.sealing import KEY_BYTES, NONCE_BYTES, binding, open_sealed, seal
+
+MASTER_KEY_ENV = "MEMSYNC_MASTER_KEY"
+MASTER_KEY_FILE = "master.key"
+
+
+class KeyStore(Protocol):
+    """What the cloud needs from a key service."""
+
+    path: Path
+
+    def create_space_key(self, space_id: str) -> None: ...
+
+    def create_data_key(self, space_id: str) -> tuple[str, bytes]:
+        """Make a fresh DEK for one item; return ``(key_id, dek)``."""
+        ...
+
+    def data_key(self, space_id: str, key_id: str) -> bytes | None:
+        """The plain DEK, or None when it was destroyed (or never existed in this space)."""
+        ...
+
+    def existing(self, key_ids: Iterable[str]) -> set[str]: ...
+
+    def destroy(self, key_ids: Iterable[str]) -> None: ...
+
+    def wrapped_keys_for(self, key_ids: Iterable[str]) -> dict[str, bytes]: ...
+
+    def close(self) -> None: ...
+
+
+def load_master_key(
+    key_store_path: Path, random_bytes: Callable[[int], bytes], given: bytes | None = None
+) -> bytes:
+    """The master key: ``given``, else ``MEMSYNC_MASTER_KEY`` (hex), else ``master.key``.
+
+    The file is created (mode 0600) beside the key store on first use.
+    """
+    if given is not None:
+        if len(given) != KEY_BYTES:
+            raise KeyStoreError(f"the master key is {KEY_BYTES} bytes, got {len(given)}")
+        return given
+    env = os.environ.get(MASTER_KEY_ENV)
+    if env:
+        try:
+            key = bytes.fromhex(env.strip())
+        except ValueError as exc:
+            raise KeyStoreError(f"{MASTER_KEY_ENV} is not hex: {exc}") from exc
+        if len(key) != KEY_BYTES:
+            raise KeyStoreError(
+                f"{MASTER_KEY_ENV} must be {KEY_BYTES} bytes ({2 * KEY_BYTES} hex digits), "
+                f"got {len(key)} bytes"
+            )
+        return key
+    path = key_store_path.parent / MASTER_KEY_FILE
+    if not path.exists():
+        path.parent.mkdir(parents=True, exist_ok=True)
+        key = random_bytes(KEY_BYTES)
+        tmp = path.with_name(f".{MASTER_KEY_FILE}.{os.getpid()}.tmp")
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        with os.fdopen(fd, "wb") as handle:
+            handle.write(key)
+            handle.flush()
+            os.fsync(handle.fileno())
+        try:
+            os.link(tmp, path)  # atomic; if another process won the race, use its key
+        except FileExistsError:
+            pass
+        finally:
+            os.unlink(tmp)
+    key = path.read_bytes()
+    if len(key) != KEY_BYTES:
+        raise KeyStoreError(f"{path} holds {len(key)} bytes; a master key is {KEY_BYTES}")
+    return key
+
+
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS space_keys (
+    space_id TEXT PRIMARY KEY,
+    wrapped BLOB NOT NULL,
+    created_at TEXT NOT NULL
+);
+CREATE TABLE IF NOT EXISTS data_keys (
+    key_id TEXT PRIMARY KEY,
+    space_id TEXT NOT NULL REFERENCES space_keys(space_id),
+    wrapped BLOB NOT NULL,
+    created_at TEXT NOT NULL
+);
+CREATE INDEX IF NOT EXISTS data_keys_space ON data_keys(space_id);
+"""
+
+
+class SqliteKeyStore:
+    """The embedded key store: one SQLite file (WAL, secure_delete) and a master key."""
+
+    def __init__(
+        self,
+        path: Path,
+        master_key: bytes,
+        random_bytes: Callable[[int], bytes],
+        clock: Callable[[], datetime],
+    ) -> None:
+        self.path = path
+        self._master = master_key
+        self._random = random_bytes
+        self._clock = clock
+        self._lock = threading.Lock()
+        self._space_keys: dict[str, bytes] = {}
+        path.parent.mkdir(parents=True, exist_ok=True)
+        self._db = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
+        os.chmod(path, 0o600)  # wrapped keys only, but nobody else needs to read them
+        self._db.execute("PRAGMA secure_delete=ON")
+        self._db.execute("PRAGMA journal_mode=WAL")
+        self._db.execute("PRAGMA synchronous=FULL")
+        self._db.execute("PRAGMA busy_timeout=30000")
+        self._db.executescript(_SCHEMA)
+        if self._db.execute("PRAGMA secure_delete").fetchone()[0] != 1:
+            raise KeyStoreError(f"{path}: this SQLite build refuses PRAGMA secure_delete=ON")
+
+    # --- space keys ------------------------------------------------------------------
+
+    def create_space_key(self, space_id: str) -> None:
+        with self._lock:
+            row = self._db.execute(
+                "SELECT 1 FROM space_keys WHERE space_id = ?", (space_id,)
+            ).fetchone()
+            if row is not None:
+                return
+            key = self._random(KEY_BYTES)
+            wrapped = seal(
+                self._master,
+                self._random(NONCE_BYTES),
+                key,
+                binding(space_id, "space_key", space_id, 1),
+            )
+            self._db.execute(
+                "INSERT INTO space_keys (space_id, wrapped, created_at) VALUES (?, ?, ?)",
+                (space_id, wrapped, self._clock().isoformat()),
+            )
+            self._space_keys[space_id] = key
+
+    def _space_key(self, space_id: str) -> bytes:
+        cached = self._space_keys.get(space_id)
+        if cached is not None:
+            return cached
+        row = self._db.execute(
+            "SELECT wrapped FROM space_keys WHERE space_id = ?", (space_id,)
+        ).fetchone()
+        if row is None:
+            raise KeyStoreError(f"space {space_id} has no space key in {self.path}")
+        try:
+            key = open_sealed(self._master, row[0], binding(space_id, "space_key", space_id, 1))
+        except SealError as exc:
+            raise KeyStoreError(
+                f"the space key of {space_id} does not open with this master key: {exc}"
+            ) from exc
+        self._space_keys[space_id] = key
+        return key
+
+    # --- data keys -------------------------------------------------------------------
+
+    def create_data_key(self, space_id: str) -> tuple[str, bytes]:
+        with self._lock:
+            space_key = self._space_key(space_id)
+            key_id = make_id("key", self._random(15))
+            dek = self._random(KEY_BYTES)
+            wrapped = seal(
+                space_key, self._random(NONCE_BYTES), dek, binding(space_id, "dek", key_id, 1)
+            )
+            self._db.execute(
+                "INSERT INTO data_keys (key_id, space_id, wrapped, created_at) VALUES (?, ?, ?, ?)",
+                (key_id, space_id, wrapped, self._clock().isoformat()),
+            )
+            return key_id, dek
+
+    def data_key(self, space_id: str, key_id: str) -> bytes | None:
+        with self._lock:
+            row = self._db.execute(
+                "SELECT wrapped FROM data_keys WHERE key_id = ? AND space_id = ?",
+                (key_id, space_id),
+            ).fetchone()
+            if row is None:
+                return None
+            try:
+                return open_sealed(
+                    self._space_key(space_id), row[0], binding(space_id, "dek", key_id, 1)
+                )
+            except SealError as exc:
+                raise KeyStoreError(
+                    f"data key {key_id} of {space_id} does not open: {exc}"
+                ) from exc
+
+    def existing(self, key_ids: Iterable[str]) -> set[str]:
+        wanted = sorted(set(key_ids))
+        found: set[str] = set()
+        with self._lock:
+            for chunk in _chunks(wanted):
+                marks = ",".join("?" * len(chunk))
+                found.update(
+                    r[0]
+                    for r in self._db.execute(
+                        f"SELECT key_id FROM data_keys WHERE key_id IN ({marks})", chunk
+                    )
+                )
+        return found
+
+    def wrapped_keys_for(self, key_ids: Iterable[str]) -> dict[str, bytes]:
+        """The raw wrapped blobs, for forensic checks that they later vanish from the file."""
+        wanted = sorted(set(key_ids))
+        out: dict[str, bytes] = {}
+        with self._lock:
+            for chunk in _chunks(wanted):
+                marks = ",".join("?" * len(chunk))
+                out.update(
+                    (r[0], bytes(r[1]))
+                    for r in self._db.execute(
+                        f"SELECT key_id, wrapped FROM data_keys WHERE key_id IN ({marks})", chunk
+                    )
+                )
+        return out
+
+    def destroy(self, key_ids: Iterable[str]) -> None:
+        """Delete the wrapped keys, then checkpoint and truncate the WAL. Idempotent."""
+        doomed = sorted(set(key_ids))
+        with self._lock:
+            if doomed:
+                self._db.execute("BEGIN IMMEDIATE")
+                try:
+                    for chunk in _chunks(doomed):
+                        marks = ",".join("?" * len(chunk))
+                        self._db.execute(f"DELETE FROM data_keys WHERE key_id IN ({marks})", chunk)
+                    self._db.execute("COMMIT")
+                except BaseException:
+                    self._db.execute("ROLLBACK")
+                    raise
+            busy, _, _ = self._db.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchone()
+            if busy:
+                raise KeyStoreError(
+                    f"{self.path}: the WAL could not be truncated (another reader holds it); "
+                    f"key(s) {', '.join(doomed[:5])} are deleted but may linger in the WAL "
+                    "until the next sweep"
+                )
+
+    def close(self) -> None:
+        with self._lock:
+            self._space_keys.clear()
+            self._db.close()
+
+
+def _chunks(items: list[str], size: int = 500) -> Iterable[list[str]]:
+    for start in range(0, len(items), size):
+        yield items[start : start + size]
+
+
+def open_key_store(
+    path: Path,
+    random_bytes: Callable[[int], bytes],
+    clock: Callable[[], datetime],
+    master_key: bytes | None = None,
+) -> SqliteKeyStore:
+    return SqliteKeyStore(
+        path, load_master_key(path, random_bytes, master_key), random_bytes, clock
+    )

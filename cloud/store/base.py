@@ -1,0 +1,189 @@
+"""The record store interface: what the cloud service needs, whatever the database.
+
+Invariants:
+- A ``session`` is one database transaction; it commits when the block ends and rolls
+  back when it raises. ``session(space_id, lock=True)`` takes the space's lock first
+  (``SELECT ... FOR UPDATE`` on PostgreSQL, an immediate transaction on SQLite), so
+  sequence numbers are given out in one total order and a cursor never skips.
+- Every method that reads or writes memory names the space; nothing crosses spaces.
+- Sealed content (``record_versions``, ``episodes``) is only ever inserted.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator
+from contextlib import AbstractContextManager
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Protocol
+
+
+@dataclass(frozen=True, slots=True)
+class EnrollmentCodeRow:
+    code_hash: str
+    space_id: str
+    expires_at: datetime
+    used_at: datetime | None
+
+
+@dataclass(frozen=True, slots=True)
+class DeviceRow:
+    space_id: str
+    device_id: str
+    name: str
+    public_key: bytes
+
+
+@dataclass(frozen=True, slots=True)
+class RecordRow:
+    record_id: str
+    lifecycle: str
+    current_version: int
+    created_at: datetime
+    forgotten_at: datetime | None
+
+
+@dataclass(frozen=True, slots=True)
+class VersionRow:
+    record_id: str
+    version: int
+    supersedes: int | None
+    epistemic_state: str
+    recorded_at: datetime
+    key_id: str
+    sealed_content: bytes
+
+
+@dataclass(frozen=True, slots=True)
+class EpisodeRow:
+    episode_id: str
+    typed_at: datetime
+    key_id: str
+    sealed_content: bytes
+
+
+@dataclass(frozen=True, slots=True)
+class ChangeRow:
+    seq: int
+    kind: str  # record_version | episode | lifecycle | key_destruction
+    record_id: str | None
+    version: int | None
+    episode_id: str | None
+    event_id: int | None
+    at: datetime
+
+
+@dataclass(frozen=True, slots=True)
+class ForgetKey:
+    key_id: str
+    episode_id: str | None  # set when the key sealed an episode
+
+
+@dataclass(frozen=True, slots=True)
+class ForgetEventRow:
+    space_id: str
+    event_id: int
+    record_id: str
+    forgotten_at: datetime
+    keys: tuple[ForgetKey, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class ForgetStatusRow:
+    record_id: str
+    event_id: int
+    forgotten_at: datetime
+    pending: tuple[tuple[str, str], ...]  # (device_id, device_name) not yet acknowledged
+
+
+class StoreSession(Protocol):
+    """One transaction against the record store."""
+
+    # spaces, enrollment, devices
+    def create_space(self, space_id: str, name: str, at: datetime) -> None: ...
+    def space_exists(self, space_id: str) -> bool: ...
+    def space_by_name(self, name: str) -> str | None: ...
+    def add_enrollment_code(
+        self, space_id: str, code_hash: str, at: datetime, expires_at: datetime
+    ) -> None: ...
+    def enrollment_code(self, code_hash: str) -> EnrollmentCodeRow | None: ...
+    def use_enrollment_code(self, code_hash: str, device_id: str, at: datetime) -> bool: ...
+    def add_device(
+        self,
+        space_id: str,
+        device_id: str,
+        name: str,
+        public_key: bytes,
+        credential_hash: str,
+        at: datetime,
+    ) -> None: ...
+    def device_by_credential(self, credential_hash: str) -> DeviceRow | None: ...
+    def device(self, space_id: str, device_id: str) -> DeviceRow | None: ...
+    def touch_device(self, space_id: str, device_id: str, at: datetime) -> None: ...
+
+    # ordering
+    def allocate_seq(self, space_id: str) -> int: ...
+    def last_seq(self, space_id: str) -> int: ...
+
+    # receipts
+    def receipt(self, space_id: str, op_id: str) -> str | None: ...
+    def put_receipt(
+        self, space_id: str, op_id: str, device_id: str, receipt_json: str, at: datetime
+    ) -> None: ...
+
+    # records and episodes
+    def record(self, space_id: str, record_id: str) -> RecordRow | None: ...
+    def insert_record(
+        self, space_id: str, record_id: str, lifecycle: str, version: int, at: datetime
+    ) -> None: ...
+    def insert_version(self, space_id: str, row: VersionRow) -> None: ...
+    def version(self, space_id: str, record_id: str, version: int) -> VersionRow | None: ...
+    def versions(self, space_id: str, record_id: str) -> list[VersionRow]: ...
+    def mark_forgotten(self, space_id: str, record_id: str, at: datetime) -> None: ...
+    def insert_episode(self, space_id: str, row: EpisodeRow) -> None: ...
+    def episodes(self, space_id: str, episode_ids: Iterable[str]) -> dict[str, EpisodeRow]: ...
+
+    # changes and holdings
+    def add_change(self, space_id: str, row: ChangeRow) -> None: ...
+    def changes_after(self, space_id: str, seq: int, limit: int) -> list[ChangeRow]: ...
+    def add_holdings(
+        self, space_id: str, device_id: str, items: Iterable[tuple[str, str]]
+    ) -> None: ...
+    def holders(self, space_id: str, items: Iterable[tuple[str, str]]) -> set[str]: ...
+
+    # forgetting
+    def add_forget_event(
+        self,
+        space_id: str,
+        event_id: int,
+        record_id: str,
+        at: datetime,
+        keys: Iterable[ForgetKey],
+        pending_devices: Iterable[str],
+    ) -> None: ...
+    def forget_event(self, space_id: str, event_id: int) -> ForgetEventRow | None: ...
+    def forgotten_key_ids(self, space_id: str, key_ids: Iterable[str]) -> set[str]: ...
+    def undestroyed_forget_events(self) -> list[ForgetEventRow]: ...
+    def mark_keys_destroyed(self, space_id: str, event_id: int, at: datetime) -> None: ...
+    def unacked_events(self, space_id: str, device_id: str) -> list[int]: ...
+    def ack(
+        self, space_id: str, device_id: str, event_ids: Iterable[int], at: datetime
+    ) -> None: ...
+    def forget_statuses(self, space_id: str) -> list[ForgetStatusRow]: ...
+
+
+class RecordStore(Protocol):
+    """A record store: SQLite (embedded default) or PostgreSQL (production)."""
+
+    @property
+    def dialect(self) -> str: ...
+
+    def session(
+        self, space_id: str | None = None, *, lock: bool = False
+    ) -> AbstractContextManager[StoreSession]: ...
+
+    def audit_blobs(self) -> Iterator[bytes | str]:
+        """Every bytes or str value stored in every table (for forensic scans)."""
+        ...
+
+    def close(self) -> None: ...

@@ -1,0 +1,235 @@
+"""An ordered migration runner for the record store (sqlite-utils style).
+
+Invariants: migrations are applied in version order; each one runs in one
+transaction together with its row in ``schema_migrations``, so a crash leaves either
+all of it or none of it. Applied migrations are never edited: a schema change is a new
+migration at the end of ``MIGRATIONS``. Concurrent starters serialise on a lock
+(``BEGIN IMMEDIATE`` on SQLite, an advisory transaction lock on PostgreSQL).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import datetime
+
+from sqlalchemy import Connection, Engine, insert, select, text
+
+from cloud.store.schema import schema_migrations
+
+_TYPES = {
+    "sqlite": {"blob": "BLOB", "ts": "TIMESTAMP", "bigint": "INTEGER"},
+    "postgresql": {"blob": "BYTEA", "ts": "TIMESTAMPTZ", "bigint": "BIGINT"},
+}
+
+_V1_TABLES = """
+CREATE TABLE spaces (
+    space_id TEXT PRIMARY KEY,
+    name TEXT NOT NULL UNIQUE,
+    created_at {ts} NOT NULL,
+    next_seq {bigint} NOT NULL
+);
+CREATE TABLE enrollment_codes (
+    code_hash TEXT PRIMARY KEY,
+    space_id TEXT NOT NULL REFERENCES spaces(space_id),
+    created_at {ts} NOT NULL,
+    expires_at {ts} NOT NULL,
+    used_at {ts},
+    used_by TEXT
+);
+CREATE TABLE devices (
+    space_id TEXT NOT NULL REFERENCES spaces(space_id),
+    device_id TEXT NOT NULL,
+    name TEXT NOT NULL,
+    public_key {blob} NOT NULL,
+    credential_hash TEXT NOT NULL UNIQUE,
+    enrolled_at {ts} NOT NULL,
+    last_seen {ts},
+    PRIMARY KEY (space_id, device_id)
+);
+CREATE TABLE applied_ops (
+    space_id TEXT NOT NULL REFERENCES spaces(space_id),
+    op_id TEXT NOT NULL,
+    device_id TEXT NOT NULL,
+    receipt TEXT NOT NULL,
+    stored_at {ts} NOT NULL,
+    PRIMARY KEY (space_id, op_id)
+);
+CREATE TABLE records (
+    space_id TEXT NOT NULL REFERENCES spaces(space_id),
+    record_id TEXT NOT NULL,
+    lifecycle TEXT NOT NULL,
+    current_version INTEGER NOT NULL,
+    created_at {ts} NOT NULL,
+    forgotten_at {ts},
+    PRIMARY KEY (space_id, record_id)
+);
+CREATE TABLE record_versions (
+    space_id TEXT NOT NULL,
+    record_id TEXT NOT NULL,
+    version INTEGER NOT NULL,
+    supersedes INTEGER,
+    epistemic_state TEXT NOT NULL,
+    recorded_at {ts} NOT NULL,
+    key_id TEXT NOT NULL,
+    sealed_content {blob} NOT NULL,
+    PRIMARY KEY (space_id, record_id, version),
+    FOREIGN KEY (space_id, record_id) REFERENCES records(space_id, record_id)
+);
+CREATE TABLE episodes (
+    space_id TEXT NOT NULL REFERENCES spaces(space_id),
+    episode_id TEXT NOT NULL,
+    typed_at {ts} NOT NULL,
+    key_id TEXT NOT NULL,
+    sealed_content {blob} NOT NULL,
+    PRIMARY KEY (space_id, episode_id)
+);
+CREATE INDEX episodes_key ON episodes(space_id, key_id);
+CREATE TABLE changes (
+    space_id TEXT NOT NULL REFERENCES spaces(space_id),
+    seq {bigint} NOT NULL,
+    kind TEXT NOT NULL,
+    record_id TEXT,
+    version INTEGER,
+    episode_id TEXT,
+    event_id {bigint},
+    at {ts} NOT NULL,
+    PRIMARY KEY (space_id, seq)
+);
+CREATE TABLE holdings (
+    space_id TEXT NOT NULL REFERENCES spaces(space_id),
+    device_id TEXT NOT NULL,
+    item_kind TEXT NOT NULL,
+    item_id TEXT NOT NULL,
+    PRIMARY KEY (space_id, device_id, item_kind, item_id)
+);
+CREATE INDEX holdings_item ON holdings(space_id, item_kind, item_id);
+CREATE TABLE forget_events (
+    space_id TEXT NOT NULL REFERENCES spaces(space_id),
+    event_id {bigint} NOT NULL,
+    record_id TEXT NOT NULL,
+    forgotten_at {ts} NOT NULL,
+    keys_destroyed_at {ts},
+    PRIMARY KEY (space_id, event_id)
+);
+CREATE INDEX forget_events_undestroyed ON forget_events(keys_destroyed_at);
+CREATE TABLE forget_keys (
+    space_id TEXT NOT NULL,
+    event_id {bigint} NOT NULL,
+    key_id TEXT NOT NULL,
+    episode_id TEXT,
+    PRIMARY KEY (space_id, event_id, key_id),
+    FOREIGN KEY (space_id, event_id) REFERENCES forget_events(space_id, event_id)
+);
+CREATE INDEX forget_keys_key ON forget_keys(space_id, key_id);
+CREATE TABLE forget_pending (
+    space_id TEXT NOT NULL,
+    event_id {bigint} NOT NULL,
+    device_id TEXT NOT NULL,
+    acked_at {ts},
+    PRIMARY KEY (space_id, event_id, device_id),
+    FOREIGN KEY (space_id, event_id) REFERENCES forget_events(space_id, event_id)
+);
+CREATE INDEX forget_pending_device ON forget_pending(space_id, device_id, acked_at);
+"""
+
+_SQLITE_APPEND_ONLY = """
+CREATE TRIGGER {table}_no_update BEFORE UPDATE ON {table}
+BEGIN SELECT RAISE(ABORT, '{table} is append-only: sealed content is never updated; \
+content becomes unreadable only by destroying its key'); END;
+CREATE TRIGGER {table}_no_delete BEFORE DELETE ON {table}
+BEGIN SELECT RAISE(ABORT, '{table} is append-only: sealed content is never deleted; \
+content becomes unreadable only by destroying its key'); END;
+"""
+
+_PG_APPEND_ONLY_FUNCTION = """
+CREATE FUNCTION memsync_append_only() RETURNS trigger LANGUAGE plpgsql AS $fn$
+BEGIN
+    RAISE EXCEPTION USING
+        ERRCODE = 'restrict_violation',
+        MESSAGE = TG_TABLE_NAME || ' is append-only: sealed content is never '
+            || lower(TG_OP) || 'd; content becomes unreadable only by destroying its key';
+END
+$fn$
+"""
+
+_PG_APPEND_ONLY = """
+CREATE TRIGGER {table}_append_only BEFORE UPDATE OR DELETE ON {table}
+FOR EACH ROW EXECUTE FUNCTION memsync_append_only();
+CREATE TRIGGER {table}_no_truncate BEFORE TRUNCATE ON {table}
+FOR EACH STATEMENT EXECUTE FUNCTION memsync_append_only();
+"""
+
+
+def _split(script: str) -> list[str]:
+    return [s.strip() for s in script.split(";\n") if s.strip()]
+
+
+def _v1(conn: Connection) -> None:
+    dialect = conn.dialect.name
+    for statement in _split(_V1_TABLES.format(**_TYPES[dialect])):
+        conn.exec_driver_sql(statement)
+
+
+def _v2_append_only(conn: Connection) -> None:
+    if conn.dialect.name == "sqlite":
+        for table in ("record_versions", "episodes"):
+            # each trigger body holds a ';' of its own, so split on the trigger boundary
+            for trigger in _SQLITE_APPEND_ONLY.format(table=table).split("END;"):
+                if trigger.strip():
+                    conn.exec_driver_sql(trigger.strip() + " END;")
+    else:
+        conn.exec_driver_sql(_PG_APPEND_ONLY_FUNCTION)
+        for table in ("record_versions", "episodes"):
+            for statement in _split(_PG_APPEND_ONLY.format(table=table)):
+                conn.exec_driver_sql(statement)
+
+
+@dataclass(frozen=True)
+class Migration:
+    version: int
+    name: str
+    apply: Callable[[Connection], None]
+
+
+MIGRATIONS: tuple[Migration, ...] = (
+    Migration(1, "tables", _v1),
+    Migration(2, "append_only_content", _v2_append_only),
+)
+
+_CREATE_MIGRATIONS = {
+    "sqlite": (
+        "CREATE TABLE IF NOT EXISTS schema_migrations (version INTEGER PRIMARY KEY, "
+        "name TEXT NOT NULL, applied_at TIMESTAMP NOT NULL)"
+    ),
+    "postgresql": (
+        "CREATE TABLE IF NOT EXISTS schema_migrations (version INTEGER PRIMARY KEY, "
+        "name TEXT NOT NULL, applied_at TIMESTAMPTZ NOT NULL)"
+    ),
+}
+_PG_MIGRATION_LOCK = 0x6D656D73  # "mems"
+
+
+def migrate(engine: Engine, clock: Callable[[], datetime]) -> list[int]:
+    """Apply every migration not yet applied; return the versions applied now."""
+    applied_now: list[int] = []
+    for migration in MIGRATIONS:
+        with engine.begin() as conn:
+            if conn.dialect.name == "postgresql":
+                conn.execute(text("SELECT pg_advisory_xact_lock(:k)"), {"k": _PG_MIGRATION_LOCK})
+            conn.exec_driver_sql(_CREATE_MIGRATIONS[conn.dialect.name])
+            done = conn.execute(
+                select(schema_migrations.c.version).where(
+                    schema_migrations.c.version == migration.version
+                )
+            ).first()
+            if done is not None:
+                continue
+            migration.apply(conn)
+            conn.execute(
+                insert(schema_migrations).values(
+                    version=migration.version, name=migration.name, applied_at=clock()
+                )
+            )
+            applied_now.append(migration.version)
+    return applied_now

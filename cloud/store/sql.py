@@ -1,0 +1,574 @@
+"""One record store over SQLAlchemy Core, for SQLite files and PostgreSQL (psycopg 3).
+
+Invariants: see ``cloud.store.base``. The dialect differences are confined here:
+SQLite runs every transaction as ``BEGIN IMMEDIATE`` (one writer at a time, so the
+space lock is the database lock) with WAL and foreign keys on; PostgreSQL locks the
+space row with ``SELECT ... FOR UPDATE`` (pushes) or ``FOR SHARE`` (pulls).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+from sqlalchemy import (
+    Connection,
+    Engine,
+    Table,
+    and_,
+    create_engine,
+    event,
+    func,
+    insert,
+    select,
+    update,
+)
+from sqlalchemy.dialects import postgresql, sqlite
+from sqlalchemy.engine import make_url
+from sqlalchemy.exc import ArgumentError
+
+from cloud.errors import StoreError
+from cloud.store import schema as t
+from cloud.store.base import (
+    ChangeRow,
+    DeviceRow,
+    EnrollmentCodeRow,
+    EpisodeRow,
+    ForgetEventRow,
+    ForgetKey,
+    ForgetStatusRow,
+    RecordRow,
+    VersionRow,
+)
+from cloud.store.migrations import migrate
+
+_CHUNK = 500
+
+
+def _chunks(items: list[Any]) -> Iterator[list[Any]]:
+    for start in range(0, len(items), _CHUNK):
+        yield items[start : start + _CHUNK]
+
+
+def make_engine(url: str) -> Engine:
+    """An engine for ``sqlite:///<path>`` or ``postgresql://...`` (always psycopg 3)."""
+    try:
+        parsed = make_url(url)
+    except ArgumentError as exc:
+        raise StoreError(f"store URL {url!r} is not a URL: {exc}") from exc
+    backend = parsed.get_backend_name()
+    if backend == "sqlite":
+        database = parsed.database
+        if not database or database == ":memory:" or database.startswith("file:"):
+            raise StoreError(
+                f"store URL {url!r}: the SQLite store needs a file path "
+                "(sqlite:///<absolute path>), not an in-memory database"
+            )
+        Path(database).parent.mkdir(parents=True, exist_ok=True)
+        engine = create_engine(
+            parsed.set(drivername="sqlite+pysqlite"),
+            connect_args={"timeout": 30, "check_same_thread": False, "isolation_level": None},
+        )
+
+        @event.listens_for(engine, "connect")
+        def _on_connect(dbapi_conn: Any, _record: Any) -> None:
+            cursor = dbapi_conn.cursor()
+            cursor.execute("PRAGMA journal_mode=WAL")
+            cursor.execute("PRAGMA foreign_keys=ON")
+            cursor.execute("PRAGMA synchronous=FULL")
+            cursor.execute("PRAGMA busy_timeout=30000")
+            cursor.close()
+
+        @event.listens_for(engine, "begin")
+        def _on_begin(conn: Connection) -> None:
+            conn.exec_driver_sql("BEGIN IMMEDIATE")
+
+        return engine
+    if backend == "postgresql":
+        return create_engine(parsed.set(drivername="postgresql+psycopg"), pool_pre_ping=True)
+    raise StoreError(
+        f"store URL {url!r}: unsupported backend {backend!r}; use sqlite:///<path> "
+        "or postgresql://user@host:port/db"
+    )
+
+
+class SqlStore:
+    """The record store over one SQLAlchemy engine (SQLite or PostgreSQL)."""
+
+    def __init__(self, url: str, clock: Any) -> None:
+        self.url = url
+        self._engine = make_engine(url)
+        self.migrations_applied = migrate(self._engine, clock)
+
+    @property
+    def dialect(self) -> str:
+        return self._engine.dialect.name
+
+    @property
+    def engine(self) -> Engine:
+        return self._engine
+
+    @contextmanager
+    def session(self, space_id: str | None = None, *, lock: bool = False) -> Iterator[SqlSession]:
+        with self._engine.begin() as conn:
+            session = SqlSession(conn)
+            if space_id is not None:
+                session.lock_space(space_id, exclusive=lock)
+            yield session
+
+    def audit_blobs(self) -> Iterator[bytes | str]:
+        with self._engine.connect() as conn:
+            for table in t.metadata.sorted_tables:
+                for row in conn.execute(select(table)):
+                    for value in row:
+                        if isinstance(value, bytes | str):
+                            yield value
+                        elif isinstance(value, memoryview | bytearray):
+                            yield bytes(value)
+
+    def close(self) -> None:
+        self._engine.dispose()
+
+
+class SqlSession:
+    """One transaction. Every method is scoped to the space it is handed."""
+
+    def __init__(self, conn: Connection) -> None:
+        self.conn = conn
+        self._dialect = conn.dialect.name
+
+    # --- helpers -------------------------------------------------------------------
+
+    def _insert_ignore(self, table: Table, rows: list[dict[str, Any]]) -> None:
+        if not rows:
+            return
+        if self._dialect == "postgresql":
+            stmt: Any = postgresql.insert(table).on_conflict_do_nothing()
+        else:
+            stmt = sqlite.insert(table).on_conflict_do_nothing()
+        self.conn.execute(stmt, rows)
+
+    def lock_space(self, space_id: str, *, exclusive: bool) -> int | None:
+        """Take the space's lock; return its next sequence number (None: no such space)."""
+        query = select(t.spaces.c.next_seq).where(t.spaces.c.space_id == space_id)
+        # pushes: FOR NO KEY UPDATE (still lets other tables' foreign keys see the row);
+        # pulls: FOR SHARE, which waits for a push in flight and lets pulls run together
+        if exclusive:
+            query = query.with_for_update(key_share=True)
+        else:
+            query = query.with_for_update(read=True)
+        return self.conn.execute(query).scalar_one_or_none()
+
+    # --- spaces, enrollment, devices ------------------------------------------------
+
+    def create_space(self, space_id: str, name: str, at: datetime) -> None:
+        self.conn.execute(
+            insert(t.spaces).values(space_id=space_id, name=name, created_at=at, next_seq=1)
+        )
+
+    def space_exists(self, space_id: str) -> bool:
+        q = select(t.spaces.c.space_id).where(t.spaces.c.space_id == space_id)
+        return self.conn.execute(q).first() is not None
+
+    def space_by_name(self, name: str) -> str | None:
+        q = select(t.spaces.c.space_id).where(t.spaces.c.name == name)
+        return self.conn.execute(q).scalar_one_or_none()
+
+    def add_enrollment_code(
+        self, space_id: str, code_hash: str, at: datetime, expires_at: datetime
+    ) -> None:
+        self.conn.execute(
+            insert(t.enrollment_codes).values(
+                code_hash=code_hash, space_id=space_id, created_at=at, expires_at=expires_at
+            )
+        )
+
+    def enrollment_code(self, code_hash: str) -> EnrollmentCodeRow | None:
+        c = t.enrollment_codes.c
+        row = self.conn.execute(
+            select(c.code_hash, c.space_id, c.expires_at, c.used_at).where(c.code_hash == code_hash)
+        ).first()
+        return None if row is None else EnrollmentCodeRow(*row)
+
+    def use_enrollment_code(self, code_hash: str, device_id: str, at: datetime) -> bool:
+        c = t.enrollment_codes.c
+        result = self.conn.execute(
+            update(t.enrollment_codes)
+            .where(c.code_hash == code_hash, c.used_at.is_(None))
+            .values(used_at=at, used_by=device_id)
+        )
+        return result.rowcount == 1
+
+    def add_device(
+        self,
+        space_id: str,
+        device_id: str,
+        name: str,
+        public_key: bytes,
+        credential_hash: str,
+        at: datetime,
+    ) -> None:
+        self.conn.execute(
+            insert(t.devices).values(
+                space_id=space_id,
+                device_id=device_id,
+                name=name,
+                public_key=public_key,
+                credential_hash=credential_hash,
+                enrolled_at=at,
+            )
+        )
+
+    def device_by_credential(self, credential_hash: str) -> DeviceRow | None:
+        c = t.devices.c
+        row = self.conn.execute(
+            select(c.space_id, c.device_id, c.name, c.public_key).where(
+                c.credential_hash == credential_hash
+            )
+        ).first()
+        return None if row is None else DeviceRow(row[0], row[1], row[2], bytes(row[3]))
+
+    def device(self, space_id: str, device_id: str) -> DeviceRow | None:
+        c = t.devices.c
+        row = self.conn.execute(
+            select(c.space_id, c.device_id, c.name, c.public_key).where(
+                c.space_id == space_id, c.device_id == device_id
+            )
+        ).first()
+        return None if row is None else DeviceRow(row[0], row[1], row[2], bytes(row[3]))
+
+    def touch_device(self, space_id: str, device_id: str, at: datetime) -> None:
+        c = t.devices.c
+        self.conn.execute(
+            update(t.devices)
+            .where(c.space_id == space_id, c.device_id == device_id)
+            .values(last_seen=at)
+        )
+
+    # --- ordering -------------------------------------------------------------------
+
+    def allocate_seq(self, space_id: str) -> int:
+        """The next sequence number of the space (call only under ``lock=True``)."""
+        c = t.spaces.c
+        seq = self.conn.execute(
+            select(c.next_seq).where(c.space_id == space_id)
+        ).scalar_one_or_none()
+        if seq is None:
+            raise StoreError(f"space {space_id} does not exist; no sequence number to give")
+        self.conn.execute(update(t.spaces).where(c.space_id == space_id).values(next_seq=seq + 1))
+        return int(seq)
+
+    def last_seq(self, space_id: str) -> int:
+        c = t.spaces.c
+        seq = self.conn.execute(
+            select(c.next_seq).where(c.space_id == space_id)
+        ).scalar_one_or_none()
+        return 0 if seq is None else int(seq) - 1
+
+    # --- receipts -------------------------------------------------------------------
+
+    def receipt(self, space_id: str, op_id: str) -> str | None:
+        c = t.applied_ops.c
+        return self.conn.execute(
+            select(c.receipt).where(c.space_id == space_id, c.op_id == op_id)
+        ).scalar_one_or_none()
+
+    def put_receipt(
+        self, space_id: str, op_id: str, device_id: str, receipt_json: str, at: datetime
+    ) -> None:
+        self.conn.execute(
+            insert(t.applied_ops).values(
+                space_id=space_id,
+                op_id=op_id,
+                device_id=device_id,
+                receipt=receipt_json,
+                stored_at=at,
+            )
+        )
+
+    # --- records and episodes -------------------------------------------------------
+
+    def record(self, space_id: str, record_id: str) -> RecordRow | None:
+        c = t.records.c
+        row = self.conn.execute(
+            select(c.record_id, c.lifecycle, c.current_version, c.created_at, c.forgotten_at).where(
+                c.space_id == space_id, c.record_id == record_id
+            )
+        ).first()
+        return None if row is None else RecordRow(*row)
+
+    def insert_record(
+        self, space_id: str, record_id: str, lifecycle: str, version: int, at: datetime
+    ) -> None:
+        self.conn.execute(
+            insert(t.records).values(
+                space_id=space_id,
+                record_id=record_id,
+                lifecycle=lifecycle,
+                current_version=version,
+                created_at=at,
+            )
+        )
+
+    def insert_version(self, space_id: str, row: VersionRow) -> None:
+        self.conn.execute(
+            insert(t.record_versions).values(
+                space_id=space_id,
+                record_id=row.record_id,
+                version=row.version,
+                supersedes=row.supersedes,
+                epistemic_state=row.epistemic_state,
+                recorded_at=row.recorded_at,
+                key_id=row.key_id,
+                sealed_content=row.sealed_content,
+            )
+        )
+
+    _VERSION_COLS = (
+        t.record_versions.c.record_id,
+        t.record_versions.c.version,
+        t.record_versions.c.supersedes,
+        t.record_versions.c.epistemic_state,
+        t.record_versions.c.recorded_at,
+        t.record_versions.c.key_id,
+        t.record_versions.c.sealed_content,
+    )
+
+    @staticmethod
+    def _version_row(row: Any) -> VersionRow:
+        return VersionRow(row[0], row[1], row[2], row[3], row[4], row[5], bytes(row[6]))
+
+    def version(self, space_id: str, record_id: str, version: int) -> VersionRow | None:
+        c = t.record_versions.c
+        row = self.conn.execute(
+            select(*self._VERSION_COLS).where(
+                c.space_id == space_id, c.record_id == record_id, c.version == version
+            )
+        ).first()
+        return None if row is None else self._version_row(row)
+
+    def versions(self, space_id: str, record_id: str) -> list[VersionRow]:
+        c = t.record_versions.c
+        rows = self.conn.execute(
+            select(*self._VERSION_COLS)
+            .where(c.space_id == space_id, c.record_id == record_id)
+            .order_by(c.version)
+        )
+        return [self._version_row(r) for r in rows]
+
+    def mark_forgotten(self, space_id: str, record_id: str, at: datetime) -> None:
+        c = t.records.c
+        self.conn.execute(
+            update(t.records)
+            .where(c.space_id == space_id, c.record_id == record_id)
+            .values(lifecycle="permanently_forgotten", forgotten_at=at)
+        )
+
+    def insert_episode(self, space_id: str, row: EpisodeRow) -> None:
+        self.conn.execute(
+            insert(t.episodes).values(
+                space_id=space_id,
+                episode_id=row.episode_id,
+                typed_at=row.typed_at,
+                key_id=row.key_id,
+                sealed_content=row.sealed_content,
+            )
+        )
+
+    def episodes(self, space_id: str, episode_ids: Iterable[str]) -> dict[str, EpisodeRow]:
+        c = t.episodes.c
+        out: dict[str, EpisodeRow] = {}
+        for chunk in _chunks(sorted(set(episode_ids))):
+            rows = self.conn.execute(
+                select(c.episode_id, c.typed_at, c.key_id, c.sealed_content).where(
+                    c.space_id == space_id, c.episode_id.in_(chunk)
+                )
+            )
+            for r in rows:
+                out[r[0]] = EpisodeRow(r[0], r[1], r[2], bytes(r[3]))
+        return out
+
+    # --- changes and holdings -------------------------------------------------------
+
+    def add_change(self, space_id: str, row: ChangeRow) -> None:
+        self.conn.execute(
+            insert(t.changes).values(
+                space_id=space_id,
+                seq=row.seq,
+                kind=row.kind,
+                record_id=row.record_id,
+                version=row.version,
+                episode_id=row.episode_id,
+                event_id=row.event_id,
+                at=row.at,
+            )
+        )
+
+    def changes_after(self, space_id: str, seq: int, limit: int) -> list[ChangeRow]:
+        c = t.changes.c
+        rows = self.conn.execute(
+            select(c.seq, c.kind, c.record_id, c.version, c.episode_id, c.event_id, c.at)
+            .where(c.space_id == space_id, c.seq > seq)
+            .order_by(c.seq)
+            .limit(limit)
+        )
+        return [ChangeRow(int(r[0]), r[1], r[2], r[3], r[4], r[5], r[6]) for r in rows]
+
+    def add_holdings(self, space_id: str, device_id: str, items: Iterable[tuple[str, str]]) -> None:
+        rows = [
+            {"space_id": space_id, "device_id": device_id, "item_kind": k, "item_id": i}
+            for k, i in sorted(set(items))
+        ]
+        self._insert_ignore(t.holdings, rows)
+
+    def holders(self, space_id: str, items: Iterable[tuple[str, str]]) -> set[str]:
+        c = t.holdings.c
+        found: set[str] = set()
+        for kind in ("record", "episode"):
+            ids = sorted({i for k, i in items if k == kind})
+            for chunk in _chunks(ids):
+                rows = self.conn.execute(
+                    select(c.device_id)
+                    .where(c.space_id == space_id, c.item_kind == kind, c.item_id.in_(chunk))
+                    .distinct()
+                )
+                found.update(r[0] for r in rows)
+        return found
+
+    # --- forgetting -----------------------------------------------------------------
+
+    def add_forget_event(
+        self,
+        space_id: str,
+        event_id: int,
+        record_id: str,
+        at: datetime,
+        keys: Iterable[ForgetKey],
+        pending_devices: Iterable[str],
+    ) -> None:
+        self.conn.execute(
+            insert(t.forget_events).values(
+                space_id=space_id, event_id=event_id, record_id=record_id, forgotten_at=at
+            )
+        )
+        key_rows = [
+            {
+                "space_id": space_id,
+                "event_id": event_id,
+                "key_id": k.key_id,
+                "episode_id": k.episode_id,
+            }
+            for k in keys
+        ]
+        if key_rows:
+            self.conn.execute(insert(t.forget_keys), key_rows)
+        pending_rows = [
+            {"space_id": space_id, "event_id": event_id, "device_id": d}
+            for d in sorted(set(pending_devices))
+        ]
+        if pending_rows:
+            self.conn.execute(insert(t.forget_pending), pending_rows)
+
+    def _keys_of(self, space_id: str, event_id: int) -> tuple[ForgetKey, ...]:
+        c = t.forget_keys.c
+        rows = self.conn.execute(
+            select(c.key_id, c.episode_id)
+            .where(c.space_id == space_id, c.event_id == event_id)
+            .order_by(c.key_id)
+        )
+        return tuple(ForgetKey(r[0], r[1]) for r in rows)
+
+    def forget_event(self, space_id: str, event_id: int) -> ForgetEventRow | None:
+        c = t.forget_events.c
+        row = self.conn.execute(
+            select(c.record_id, c.forgotten_at).where(
+                c.space_id == space_id, c.event_id == event_id
+            )
+        ).first()
+        if row is None:
+            return None
+        return ForgetEventRow(space_id, event_id, row[0], row[1], self._keys_of(space_id, event_id))
+
+    def forgotten_key_ids(self, space_id: str, key_ids: Iterable[str]) -> set[str]:
+        c = t.forget_keys.c
+        found: set[str] = set()
+        for chunk in _chunks(sorted(set(key_ids))):
+            rows = self.conn.execute(
+                select(c.key_id).where(c.space_id == space_id, c.key_id.in_(chunk)).distinct()
+            )
+            found.update(r[0] for r in rows)
+        return found
+
+    def undestroyed_forget_events(self) -> list[ForgetEventRow]:
+        c = t.forget_events.c
+        rows = self.conn.execute(
+            select(c.space_id, c.event_id, c.record_id, c.forgotten_at)
+            .where(c.keys_destroyed_at.is_(None))
+            .order_by(c.space_id, c.event_id)
+        ).all()
+        return [
+            ForgetEventRow(r[0], int(r[1]), r[2], r[3], self._keys_of(r[0], int(r[1])))
+            for r in rows
+        ]
+
+    def mark_keys_destroyed(self, space_id: str, event_id: int, at: datetime) -> None:
+        c = t.forget_events.c
+        self.conn.execute(
+            update(t.forget_events)
+            .where(c.space_id == space_id, c.event_id == event_id, c.keys_destroyed_at.is_(None))
+            .values(keys_destroyed_at=at)
+        )
+
+    def unacked_events(self, space_id: str, device_id: str) -> list[int]:
+        c = t.forget_pending.c
+        rows = self.conn.execute(
+            select(c.event_id)
+            .where(c.space_id == space_id, c.device_id == device_id, c.acked_at.is_(None))
+            .order_by(c.event_id)
+        )
+        return [int(r[0]) for r in rows]
+
+    def ack(self, space_id: str, device_id: str, event_ids: Iterable[int], at: datetime) -> None:
+        c = t.forget_pending.c
+        for chunk in _chunks(sorted(set(event_ids))):
+            self.conn.execute(
+                update(t.forget_pending)
+                .where(
+                    c.space_id == space_id,
+                    c.device_id == device_id,
+                    c.event_id.in_(chunk),
+                    c.acked_at.is_(None),
+                )
+                .values(acked_at=at)
+            )
+
+    def forget_statuses(self, space_id: str) -> list[ForgetStatusRow]:
+        e, p, d = t.forget_events.c, t.forget_pending.c, t.devices.c
+        events = self.conn.execute(
+            select(e.event_id, e.record_id, e.forgotten_at)
+            .where(e.space_id == space_id)
+            .order_by(e.event_id)
+        ).all()
+        pending_rows = self.conn.execute(
+            select(p.event_id, p.device_id, d.name)
+            .select_from(
+                t.forget_pending.join(
+                    t.devices, and_(d.space_id == p.space_id, d.device_id == p.device_id)
+                )
+            )
+            .where(p.space_id == space_id, p.acked_at.is_(None))
+            .order_by(p.event_id, p.device_id)
+        ).all()
+        by_event: dict[int, list[tuple[str, str]]] = {}
+        for event_id, device_id, name in pending_rows:
+            by_event.setdefault(int(event_id), []).append((device_id, name))
+        return [
+            ForgetStatusRow(r[1], int(r[0]), r[2], tuple(by_event.get(int(r[0]), ())))
+            for r in events
+        ]
+
+    def count(self, table: Table) -> int:
+        return int(self.conn.execute(select(func.count()).select_from(table)).scalar_one())

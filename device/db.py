@@ -1,0 +1,141 @@
+"""The SQLCipher connection: opening with a passphrase, pragmas, and transactions.
+
+Invariants:
+- The database is always SQLCipher-encrypted: an empty passphrase is refused, and the
+  key is set before anything is read or written.
+- A wrong passphrase is detected on the first read, before any write or pragma that
+  could touch the file, and is reported as ``WrongPassphrase``; the file is unchanged.
+- ``open_existing`` never creates a file (URI ``mode=rw``).
+- Transactions are explicit (``isolation_level=None``): ``Database.atomic()`` opens
+  ``BEGIN IMMEDIATE`` at the outermost level and a SAVEPOINT when nested; an exception
+  rolls back exactly the level it escaped from.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+from urllib.parse import quote
+
+import sqlcipher3
+
+from device.errors import (
+    DeviceAlreadyExists,
+    DeviceNotInitialised,
+    EmptyPassphrase,
+    WrongPassphrase,
+)
+
+DB_FILENAME = "device.db"
+
+DatabaseError = sqlcipher3.DatabaseError
+IntegrityError = sqlcipher3.IntegrityError
+
+
+def key_pragma(passphrase: str) -> str:
+    """``PRAGMA key`` with the passphrase as a properly escaped SQL string literal."""
+    if not passphrase:
+        raise EmptyPassphrase()
+    if "\x00" in passphrase:
+        raise ValueError("a passphrase cannot contain a NUL character")
+    return "PRAGMA key = '" + passphrase.replace("'", "''") + "'"
+
+
+def _connect(path: Path, mode: str) -> Any:
+    uri = f"file:{quote(str(path))}?mode={mode}"
+    return sqlcipher3.connect(uri, uri=True, isolation_level=None, check_same_thread=False)
+
+
+def _configure(conn: Any, passphrase: str, path: Path) -> None:
+    conn.row_factory = sqlcipher3.Row
+    conn.execute(key_pragma(passphrase))
+    conn.execute("PRAGMA cipher_log_level = NONE")
+    try:
+        # The first read: SQLCipher checks the key (HMAC of page 1) here.
+        conn.execute("SELECT count(*) FROM sqlite_master").fetchone()
+    except sqlcipher3.DatabaseError as exc:
+        conn.close()
+        if "not a database" in str(exc):
+            raise WrongPassphrase(path) from None
+        raise
+    conn.execute("PRAGMA journal_mode = WAL").fetchone()
+    conn.execute("PRAGMA secure_delete = ON")
+    conn.execute("PRAGMA foreign_keys = ON")
+    conn.execute("PRAGMA synchronous = NORMAL")
+
+
+class Database:
+    """One SQLCipher connection with explicit, nestable transactions."""
+
+    def __init__(self, conn: Any, path: Path) -> None:
+        self.conn = conn
+        self.path = path
+        self._depth = 0
+
+    @classmethod
+    def create(cls, path: Path, passphrase: str) -> Database:
+        key_pragma(passphrase)  # refuse an empty passphrase before touching the disk
+        if path.exists():
+            raise DeviceAlreadyExists(path)
+        path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+        conn = _connect(path, "rwc")
+        _configure(conn, passphrase, path)
+        return cls(conn, path)
+
+    @classmethod
+    def open_existing(cls, path: Path, passphrase: str) -> Database:
+        key_pragma(passphrase)
+        if not path.is_file():
+            raise DeviceNotInitialised(path)
+        conn = _connect(path, "rw")
+        _configure(conn, passphrase, path)
+        return cls(conn, path)
+
+    @property
+    def in_transaction(self) -> bool:
+        return self._depth > 0
+
+    @contextmanager
+    def atomic(self) -> Iterator[Any]:
+        """A transaction (outermost) or a savepoint (nested); yields the connection."""
+        depth = self._depth
+        savepoint = f"sp_{depth}"
+        if depth == 0:
+            self.conn.execute("BEGIN IMMEDIATE")
+        else:
+            self.conn.execute(f"SAVEPOINT {savepoint}")
+        self._depth += 1
+        try:
+            yield self.conn
+        except BaseException:
+            self._depth = depth
+            if depth == 0:
+                self.conn.execute("ROLLBACK")
+            else:
+                self.conn.execute(f"ROLLBACK TO {savepoint}")
+                self.conn.execute(f"RELEASE {savepoint}")
+            raise
+        else:
+            self._depth = depth
+            if depth == 0:
+                self.conn.execute("COMMIT")
+            else:
+                self.conn.execute(f"RELEASE {savepoint}")
+
+    def execute(self, sql: str, params: Sequence[Any] = ()) -> Any:
+        return self.conn.execute(sql, params)
+
+    def one(self, sql: str, params: Sequence[Any] = ()) -> Any:
+        return self.conn.execute(sql, params).fetchone()
+
+    def all(self, sql: str, params: Sequence[Any] = ()) -> list[Any]:
+        return list(self.conn.execute(sql, params).fetchall())
+
+    def checkpoint(self) -> None:
+        """Fold the WAL into the main file and truncate it (after shredding)."""
+        self.conn.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchone()
+
+    def close(self) -> None:
+        self.conn.close()

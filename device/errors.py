@@ -1,0 +1,110 @@
+"""Errors the device raises to its callers (agent, CLI, simulator).
+
+Invariants: every message names the offending id, file or value and the reason;
+an error raised by a local write means nothing was changed (the transaction rolled
+back); network and server errors are mapped here once, at the transport boundary.
+"""
+
+from __future__ import annotations
+
+
+class DeviceError(Exception):
+    """Base of every error the device package raises on purpose."""
+
+
+class WrongPassphrase(DeviceError):
+    """The database file exists but does not open with the passphrase given."""
+
+    def __init__(self, path: object) -> None:
+        self.path = path
+        super().__init__(
+            f"the passphrase does not open the device database {path}; nothing was read or changed"
+        )
+
+
+class EmptyPassphrase(DeviceError):
+    """An empty passphrase would leave the database unencrypted, so it is refused."""
+
+    def __init__(self) -> None:
+        super().__init__(
+            "the passphrase is empty; an empty SQLCipher key means no encryption, so it is refused"
+        )
+
+
+class DeviceNotInitialised(DeviceError):
+    def __init__(self, path: object) -> None:
+        self.path = path
+        super().__init__(f"no device database at {path}; create one first (memsync device init)")
+
+
+class DeviceAlreadyExists(DeviceError):
+    def __init__(self, path: object) -> None:
+        self.path = path
+        super().__init__(
+            f"a device database already exists at {path}; open it instead of creating one"
+        )
+
+
+class SchemaTooNew(DeviceError):
+    """The database was migrated by a newer memsync than this one."""
+
+
+class MigrationFailed(DeviceError):
+    """A schema migration failed; it was rolled back as a whole."""
+
+
+class NotEnrolled(DeviceError):
+    """The operation needs a cloud enrollment this device does not have yet."""
+
+
+class AlreadyEnrolled(DeviceError):
+    pass
+
+
+class NoCloud(DeviceError):
+    """No cloud URL is configured for this device."""
+
+
+class UnknownRecord(DeviceError):
+    def __init__(self, record_id: str) -> None:
+        self.record_id = record_id
+        super().__init__(f"record {record_id} is not held on this device")
+
+
+class Refused(DeviceError):
+    """The transition rules refused a local operation; nothing was changed."""
+
+    def __init__(self, code: str, reason: str) -> None:
+        self.code = code
+        self.reason = reason
+        super().__init__(f"refused ({code}): {reason}")
+
+
+class Offline(DeviceError):
+    """The cloud could not be reached (connection error or timeout)."""
+
+
+class ServerRefused(DeviceError):
+    """The cloud answered a request with an ErrorBody (non-2xx)."""
+
+    def __init__(self, code: str, message: str, status: int) -> None:
+        self.code = code
+        self.message = message
+        self.status = status
+        super().__init__(f"the cloud refused the request (HTTP {status}, {code}): {message}")
+
+
+class ServerError(DeviceError):
+    """The cloud answered with something that is not a valid protocol message."""
+
+
+class ChangeDoesNotOpen(DeviceError):
+    """A pulled change could not be opened or parsed; the page was not applied."""
+
+
+class AppendOnlyViolation(DeviceError):
+    """Something tried to change or delete sealed content outside the shredding path."""
+
+
+class InvalidOperation(DeviceError):
+    """An operation built from the caller's input does not validate; nothing was changed."""

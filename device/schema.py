@@ -1,0 +1,176 @@
+"""The device schema, as the ordered statements of each migration.
+
+Invariants:
+- Sealed content (``record_versions``, ``episodes``) and data keys are append-only,
+  enforced by triggers in the database itself: an UPDATE of sealed bytes or key ids
+  raises, and a DELETE raises unless a matching ``shred_permits`` row exists. Only
+  ``device/shred.py`` writes permits (and clears them in the same transaction).
+- Plain columns hold metadata only; every text the user typed lives sealed, once.
+- ``op_queue`` rows carry the operation without its text; the text is re-read from
+  the sealed row at push time, so forgetting the row forgets the queued text too.
+- A record row is never deleted: a forgotten record stays as a skeleton.
+"""
+
+from __future__ import annotations
+
+V1: tuple[str, ...] = (
+    """
+    CREATE TABLE meta (
+        singleton INTEGER PRIMARY KEY CHECK (singleton = 1),
+        device_name TEXT NOT NULL,
+        cloud_url TEXT,
+        device_id TEXT,
+        space_id TEXT,
+        credential TEXT,
+        local_space TEXT NOT NULL,
+        private_key BLOB NOT NULL CHECK (length(private_key) = 32),
+        pull_cursor TEXT,
+        created_at TEXT NOT NULL
+    )
+    """,
+    """
+    CREATE TABLE data_keys (
+        key_id TEXT PRIMARY KEY,
+        dek BLOB NOT NULL CHECK (length(dek) = 32),
+        origin TEXT NOT NULL CHECK (origin IN ('local', 'cloud'))
+    )
+    """,
+    """
+    CREATE TABLE episodes (
+        episode_id TEXT PRIMARY KEY,
+        conversation_id TEXT NOT NULL,
+        typed_at TEXT NOT NULL,
+        bound_space TEXT NOT NULL,
+        key_id TEXT NOT NULL REFERENCES data_keys (key_id),
+        sealed BLOB NOT NULL,
+        sync_state TEXT NOT NULL CHECK (sync_state IN ('pending', 'synced', 'refused')),
+        refusal_reason TEXT
+    )
+    """,
+    "CREATE INDEX episodes_conversation ON episodes (conversation_id, typed_at)",
+    """
+    CREATE TABLE records (
+        record_id TEXT PRIMARY KEY,
+        lifecycle TEXT NOT NULL CHECK (lifecycle IN
+            ('candidate', 'active', 'not_in_use', 'permanently_forgotten')),
+        current_version INTEGER,
+        forgotten_at TEXT,
+        sync_state TEXT NOT NULL CHECK (sync_state IN ('pending', 'synced', 'refused')),
+        refusal_reason TEXT,
+        CHECK ((lifecycle = 'permanently_forgotten') = (forgotten_at IS NOT NULL))
+    )
+    """,
+    """
+    CREATE TABLE record_versions (
+        record_id TEXT NOT NULL REFERENCES records (record_id),
+        version INTEGER NOT NULL CHECK (version >= 1),
+        supersedes INTEGER,
+        epistemic_state TEXT NOT NULL,
+        recorded_at TEXT NOT NULL,
+        bound_space TEXT NOT NULL,
+        key_id TEXT NOT NULL REFERENCES data_keys (key_id),
+        sealed BLOB NOT NULL,
+        PRIMARY KEY (record_id, version)
+    )
+    """,
+    """
+    CREATE TABLE recall_words (
+        record_id TEXT NOT NULL REFERENCES records (record_id),
+        word TEXT NOT NULL,
+        PRIMARY KEY (record_id, word)
+    ) WITHOUT ROWID
+    """,
+    "CREATE INDEX recall_words_word ON recall_words (word)",
+    """
+    CREATE TABLE op_queue (
+        seq INTEGER PRIMARY KEY AUTOINCREMENT,
+        op_id TEXT NOT NULL UNIQUE,
+        kind TEXT NOT NULL CHECK (kind IN ('add_episode', 'remember', 'forget_permanently')),
+        record_id TEXT,
+        episode_id TEXT,
+        op_json TEXT NOT NULL,
+        queued_at TEXT NOT NULL
+    )
+    """,
+    "CREATE INDEX op_queue_record ON op_queue (record_id)",
+    "CREATE INDEX op_queue_episode ON op_queue (episode_id)",
+    """
+    CREATE TABLE receipts (
+        op_id TEXT PRIMARY KEY,
+        kind TEXT NOT NULL,
+        record_id TEXT,
+        episode_id TEXT,
+        receipt_json TEXT NOT NULL,
+        stored_at TEXT NOT NULL
+    )
+    """,
+    """
+    CREATE TABLE pending_acks (
+        event_id INTEGER PRIMARY KEY,
+        record_id TEXT NOT NULL,
+        received_at TEXT NOT NULL
+    )
+    """,
+    """
+    CREATE TABLE forgotten_episodes (
+        episode_id TEXT PRIMARY KEY,
+        forgotten_at TEXT NOT NULL
+    )
+    """,
+    """
+    CREATE TABLE shred_permits (
+        kind TEXT NOT NULL CHECK (kind IN ('record', 'episode', 'key')),
+        item_id TEXT NOT NULL,
+        PRIMARY KEY (kind, item_id)
+    )
+    """,
+    # --- Invariant 3, structural: sealed content is append-only ---------------------
+    """
+    CREATE TRIGGER record_versions_append_only BEFORE UPDATE ON record_versions
+    BEGIN
+        SELECT RAISE(ABORT, 'append-only: record ' || OLD.record_id || ' v' || OLD.version
+            || ' cannot be updated; a correction is a new version');
+    END
+    """,
+    """
+    CREATE TRIGGER record_versions_delete_needs_permit BEFORE DELETE ON record_versions
+    WHEN NOT EXISTS (
+        SELECT 1 FROM shred_permits WHERE kind = 'record' AND item_id = OLD.record_id)
+    BEGIN
+        SELECT RAISE(ABORT, 'append-only: record ' || OLD.record_id || ' v' || OLD.version
+            || ' can only be removed by shredding (no shred permit)');
+    END
+    """,
+    """
+    CREATE TRIGGER episodes_append_only
+    BEFORE UPDATE OF episode_id, conversation_id, typed_at, bound_space, key_id, sealed
+    ON episodes
+    BEGIN
+        SELECT RAISE(ABORT, 'append-only: episode ' || OLD.episode_id
+            || ' content cannot be updated');
+    END
+    """,
+    """
+    CREATE TRIGGER episodes_delete_needs_permit BEFORE DELETE ON episodes
+    WHEN NOT EXISTS (
+        SELECT 1 FROM shred_permits WHERE kind = 'episode' AND item_id = OLD.episode_id)
+    BEGIN
+        SELECT RAISE(ABORT, 'append-only: episode ' || OLD.episode_id
+            || ' can only be removed by shredding (no shred permit)');
+    END
+    """,
+    """
+    CREATE TRIGGER data_keys_append_only BEFORE UPDATE ON data_keys
+    BEGIN
+        SELECT RAISE(ABORT, 'append-only: data key ' || OLD.key_id || ' cannot be updated');
+    END
+    """,
+    """
+    CREATE TRIGGER data_keys_delete_needs_permit BEFORE DELETE ON data_keys
+    WHEN NOT EXISTS (SELECT 1 FROM shred_permits WHERE kind = 'key' AND item_id = OLD.key_id)
+    BEGIN
+        SELECT RAISE(ABORT, 'append-only: data key ' || OLD.key_id
+            || ' can only be destroyed by shredding (no shred permit)');
+    END
+    """,
+)

@@ -1,0 +1,366 @@
+"""Reads and inserts on the device store; every write to sealed content is an INSERT.
+
+Invariants:
+- Nothing here UPDATEs or DELETEs sealed content or data keys (the triggers in
+  ``schema`` would refuse it anyway); removing content is ``device/shred.py``'s job.
+- Every write happens inside a caller's ``Database.atomic()`` block, so the caller
+  decides what commits together (e.g. a receipt and the removal of its op).
+- Content is opened only through its own DEK and its stored binding space.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import Any
+
+from device.db import Database
+from device.keys import open_item
+from protocol.messages import EpisodeContent
+from protocol.model import RecordContent
+from protocol.recall import words
+
+SYNC_STATES = ("pending", "synced", "refused")
+
+
+@dataclass(frozen=True, slots=True)
+class Meta:
+    device_name: str
+    cloud_url: str | None
+    device_id: str | None
+    space_id: str | None
+    credential: str | None
+    local_space: str
+    private_key: bytes
+    pull_cursor: str | None
+
+    @property
+    def binding_space(self) -> str:
+        """The space new content is bound to: the enrolled space, else a local one."""
+        return self.space_id or self.local_space
+
+
+def _require_tx(db: Database) -> None:
+    if not db.in_transaction:
+        raise RuntimeError("store writes must run inside Database.atomic()")
+
+
+# --- meta ---------------------------------------------------------------------------
+
+
+def insert_meta(
+    db: Database,
+    *,
+    device_name: str,
+    cloud_url: str | None,
+    local_space: str,
+    private_key: bytes,
+    created_at: str,
+) -> None:
+    _require_tx(db)
+    db.execute(
+        "INSERT INTO meta (singleton, device_name, cloud_url, local_space, private_key, "
+        "created_at) VALUES (1, ?, ?, ?, ?, ?)",
+        (device_name, cloud_url, local_space, private_key, created_at),
+    )
+
+
+def get_meta(db: Database) -> Meta:
+    row = db.one(
+        "SELECT device_name, cloud_url, device_id, space_id, credential, local_space, "
+        "private_key, pull_cursor FROM meta WHERE singleton = 1"
+    )
+    if row is None:
+        raise RuntimeError(f"{db.path} has no device identity (meta row missing)")
+    return Meta(
+        device_name=row["device_name"],
+        cloud_url=row["cloud_url"],
+        device_id=row["device_id"],
+        space_id=row["space_id"],
+        credential=row["credential"],
+        local_space=row["local_space"],
+        private_key=bytes(row["private_key"]),
+        pull_cursor=row["pull_cursor"],
+    )
+
+
+def set_cloud_url(db: Database, cloud_url: str) -> None:
+    _require_tx(db)
+    db.execute("UPDATE meta SET cloud_url = ? WHERE singleton = 1", (cloud_url,))
+
+
+def set_enrollment(
+    db: Database, *, device_id: str, space_id: str, credential: str, cloud_url: str
+) -> None:
+    _require_tx(db)
+    db.execute(
+        "UPDATE meta SET device_id = ?, space_id = ?, credential = ?, cloud_url = ? "
+        "WHERE singleton = 1",
+        (device_id, space_id, credential, cloud_url),
+    )
+
+
+def set_cursor(db: Database, cursor: str) -> None:
+    _require_tx(db)
+    db.execute("UPDATE meta SET pull_cursor = ? WHERE singleton = 1", (cursor,))
+
+
+# --- data keys ------------------------------------------------------------------------
+
+
+def put_key(db: Database, key_id: str, dek: bytes, origin: str) -> None:
+    _require_tx(db)
+    db.execute(
+        "INSERT INTO data_keys (key_id, dek, origin) VALUES (?, ?, ?)", (key_id, dek, origin)
+    )
+
+
+def get_key(db: Database, key_id: str) -> bytes | None:
+    row = db.one("SELECT dek FROM data_keys WHERE key_id = ?", (key_id,))
+    return None if row is None else bytes(row["dek"])
+
+
+def key_ids(db: Database) -> set[str]:
+    return {row["key_id"] for row in db.all("SELECT key_id FROM data_keys")}
+
+
+# --- episodes -------------------------------------------------------------------------
+
+
+def insert_episode(
+    db: Database,
+    *,
+    episode_id: str,
+    conversation_id: str,
+    typed_at: str,
+    bound_space: str,
+    key_id: str,
+    sealed: bytes,
+    sync_state: str,
+) -> None:
+    _require_tx(db)
+    db.execute(
+        "INSERT INTO episodes (episode_id, conversation_id, typed_at, bound_space, key_id, "
+        "sealed, sync_state) VALUES (?, ?, ?, ?, ?, ?, ?)",
+        (episode_id, conversation_id, typed_at, bound_space, key_id, sealed, sync_state),
+    )
+
+
+def episode_row(db: Database, episode_id: str) -> Any:
+    return db.one("SELECT * FROM episodes WHERE episode_id = ?", (episode_id,))
+
+
+def episode_forgotten(db: Database, episode_id: str) -> bool:
+    row = db.one("SELECT 1 FROM forgotten_episodes WHERE episode_id = ?", (episode_id,))
+    return row is not None
+
+
+def conversation_episodes(db: Database, conversation_id: str) -> list[Any]:
+    """Episodes of a conversation the device still holds and the cloud did not refuse."""
+    return db.all(
+        "SELECT * FROM episodes WHERE conversation_id = ? AND sync_state != 'refused' "
+        "ORDER BY typed_at, rowid",
+        (conversation_id,),
+    )
+
+
+def open_episode(db: Database, row: Any) -> EpisodeContent:
+    dek = get_key(db, row["key_id"])
+    if dek is None:
+        raise LookupError(f"episode {row['episode_id']} has no data key on this device")
+    plain = open_item(
+        dek, bytes(row["sealed"]), row["bound_space"], "episode", row["episode_id"], 1
+    )
+    return EpisodeContent.model_validate_json(plain)
+
+
+def set_episode_sync(db: Database, episode_id: str, state: str, reason: str | None) -> None:
+    _require_tx(db)
+    db.execute(
+        "UPDATE episodes SET sync_state = ?, refusal_reason = ? WHERE episode_id = ?",
+        (state, reason, episode_id),
+    )
+
+
+# --- records --------------------------------------------------------------------------
+
+
+def record_row(db: Database, record_id: str) -> Any:
+    return db.one("SELECT * FROM records WHERE record_id = ?", (record_id,))
+
+
+def insert_record(
+    db: Database, *, record_id: str, lifecycle: str, current_version: int, sync_state: str
+) -> None:
+    _require_tx(db)
+    db.execute(
+        "INSERT INTO records (record_id, lifecycle, current_version, sync_state) "
+        "VALUES (?, ?, ?, ?)",
+        (record_id, lifecycle, current_version, sync_state),
+    )
+
+
+def set_record_state(
+    db: Database,
+    record_id: str,
+    *,
+    lifecycle: str | None = None,
+    current_version: int | None = None,
+    sync_state: str | None = None,
+    refusal_reason: str | None = None,
+) -> None:
+    """Change a record's metadata (never its content); None leaves a field as it is,
+    except ``refusal_reason`` which is set whenever ``sync_state`` is given."""
+    _require_tx(db)
+    if lifecycle is not None:
+        db.execute("UPDATE records SET lifecycle = ? WHERE record_id = ?", (lifecycle, record_id))
+    if current_version is not None:
+        db.execute(
+            "UPDATE records SET current_version = max(coalesce(current_version, 0), ?) "
+            "WHERE record_id = ?",
+            (current_version, record_id),
+        )
+    if sync_state is not None:
+        db.execute(
+            "UPDATE records SET sync_state = ?, refusal_reason = ? WHERE record_id = ?",
+            (sync_state, refusal_reason, record_id),
+        )
+
+
+def insert_version(
+    db: Database,
+    *,
+    record_id: str,
+    version: int,
+    supersedes: int | None,
+    epistemic_state: str,
+    recorded_at: str,
+    bound_space: str,
+    key_id: str,
+    sealed: bytes,
+) -> None:
+    _require_tx(db)
+    db.execute(
+        "INSERT INTO record_versions (record_id, version, supersedes, epistemic_state, "
+        "recorded_at, bound_space, key_id, sealed) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+        (record_id, version, supersedes, epistemic_state, recorded_at, bound_space, key_id, sealed),
+    )
+
+
+def version_row(db: Database, record_id: str, version: int) -> Any:
+    return db.one(
+        "SELECT * FROM record_versions WHERE record_id = ? AND version = ?", (record_id, version)
+    )
+
+
+def versions_of(db: Database, record_id: str) -> list[Any]:
+    return db.all(
+        "SELECT * FROM record_versions WHERE record_id = ? ORDER BY version", (record_id,)
+    )
+
+
+def open_version(db: Database, row: Any) -> RecordContent:
+    dek = get_key(db, row["key_id"])
+    if dek is None:
+        raise LookupError(
+            f"record {row['record_id']} v{row['version']} has no data key on this device"
+        )
+    plain = open_item(
+        dek, bytes(row["sealed"]), row["bound_space"], "record", row["record_id"], row["version"]
+    )
+    return RecordContent.model_validate_json(plain)
+
+
+def index_words(db: Database, record_id: str, text: str) -> None:
+    _require_tx(db)
+    for word in sorted(words(text)):
+        db.execute(
+            "INSERT OR IGNORE INTO recall_words (record_id, word) VALUES (?, ?)", (record_id, word)
+        )
+
+
+def recall_candidates(db: Database, query_words: Iterable[str]) -> list[str]:
+    wanted = sorted(set(query_words))
+    if not wanted:
+        return []
+    marks = ",".join("?" for _ in wanted)
+    rows = db.all(
+        f"SELECT DISTINCT record_id FROM recall_words WHERE word IN ({marks}) ORDER BY record_id",
+        wanted,
+    )
+    return [row["record_id"] for row in rows]
+
+
+# --- queue, receipts, acks ------------------------------------------------------------
+
+
+def enqueue(
+    db: Database,
+    *,
+    op_id: str,
+    kind: str,
+    record_id: str | None,
+    episode_id: str | None,
+    op_json: str,
+    queued_at: str,
+) -> None:
+    _require_tx(db)
+    db.execute(
+        "INSERT INTO op_queue (op_id, kind, record_id, episode_id, op_json, queued_at) "
+        "VALUES (?, ?, ?, ?, ?, ?)",
+        (op_id, kind, record_id, episode_id, op_json, queued_at),
+    )
+
+
+def queue_batch(db: Database, limit: int) -> list[Any]:
+    return db.all("SELECT * FROM op_queue ORDER BY seq LIMIT ?", (limit,))
+
+
+def queue_count(db: Database) -> int:
+    return int(db.one("SELECT count(*) FROM op_queue")[0])
+
+
+def dequeue(db: Database, op_id: str) -> None:
+    _require_tx(db)
+    db.execute("DELETE FROM op_queue WHERE op_id = ?", (op_id,))
+
+
+def store_receipt(
+    db: Database,
+    *,
+    op_id: str,
+    kind: str,
+    record_id: str | None,
+    episode_id: str | None,
+    receipt_json: str,
+    stored_at: str,
+) -> None:
+    _require_tx(db)
+    db.execute(
+        "INSERT OR REPLACE INTO receipts (op_id, kind, record_id, episode_id, receipt_json, "
+        "stored_at) VALUES (?, ?, ?, ?, ?, ?)",
+        (op_id, kind, record_id, episode_id, receipt_json, stored_at),
+    )
+
+
+def receipt_json(db: Database, op_id: str) -> str | None:
+    row = db.one("SELECT receipt_json FROM receipts WHERE op_id = ?", (op_id,))
+    return None if row is None else str(row["receipt_json"])
+
+
+def add_pending_ack(db: Database, event_id: int, record_id: str, received_at: str) -> None:
+    _require_tx(db)
+    db.execute(
+        "INSERT OR IGNORE INTO pending_acks (event_id, record_id, received_at) VALUES (?, ?, ?)",
+        (event_id, record_id, received_at),
+    )
+
+
+def pending_acks(db: Database) -> list[int]:
+    return [int(row["event_id"]) for row in db.all("SELECT event_id FROM pending_acks ORDER BY 1")]
+
+
+def drop_acks(db: Database, event_ids: Iterable[int]) -> None:
+    _require_tx(db)
+    for event_id in event_ids:
+        db.execute("DELETE FROM pending_acks WHERE event_id = ?", (event_id,))

@@ -1,0 +1,82 @@
+"""A real cloud for testers: the FastAPI app under uvicorn on an ephemeral loopback port.
+
+Invariants: the server binds 127.0.0.1 only; ``start`` returns once the socket is
+listening (connections queue in its backlog), and ``stop`` waits for the server to end.
+"""
+
+from __future__ import annotations
+
+import socket
+import threading
+from pathlib import Path
+
+import uvicorn
+
+from cloud.app import create_app
+from cloud.config import CloudConfig
+from cloud.service import CloudService
+
+
+class RunningCloud:
+    """A cloud service serving HTTP on loopback, plus an operator handle on its stores."""
+
+    def __init__(self, config: CloudConfig) -> None:
+        self.config = config
+        self._server: uvicorn.Server | None = None
+        self._thread: threading.Thread | None = None
+        self._socket: socket.socket | None = None
+        self.port = 0
+        self.operator = CloudService(config)
+
+    @classmethod
+    def sqlite(cls, folder: Path) -> RunningCloud:
+        folder.mkdir(parents=True, exist_ok=True)
+        return cls(
+            CloudConfig(
+                store_url=f"sqlite:///{folder / 'records.db'}",
+                key_store_path=folder / "keys.db",
+            )
+        )
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    def start(self) -> RunningCloud:
+        sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        sock.bind(("127.0.0.1", self.port))
+        sock.listen(128)
+        self.port = sock.getsockname()[1]
+        app = create_app(self.config)
+        config = uvicorn.Config(app, log_level="warning", lifespan="on", access_log=False)
+        server = uvicorn.Server(config)
+        thread = threading.Thread(
+            target=server.run, kwargs={"sockets": [sock]}, name="memsync-cloud", daemon=True
+        )
+        thread.start()
+        self._server, self._thread, self._socket = server, thread, sock
+        return self
+
+    def stop(self) -> None:
+        if self._server is not None and self._thread is not None:
+            self._server.should_exit = True
+            self._thread.join(timeout=30)
+        if self._socket is not None:
+            self._socket.close()
+        self._server = self._thread = self._socket = None
+
+    def restart(self) -> None:
+        """Stop and start again on the same port, as after a crash of the process."""
+        self.stop()
+        self.start()
+
+    def close(self) -> None:
+        self.stop()
+        self.operator.close()
+
+    def __enter__(self) -> RunningCloud:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()

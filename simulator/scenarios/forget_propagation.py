@@ -1,0 +1,185 @@
+"""Scenario: a memory written offline on the phone, forgotten from the laptop,
+unreadable everywhere once the phone reconnects.
+
+Invariant: every check reads real copies (device pages decrypted with the device
+passphrase, the WAL included; the cloud's record store and key store as stored), and
+a positive control proves the device scan can see the very keys it later must miss.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from simulator.cloud_runner import RunningCloud
+from simulator.fleet import DeviceHandle, Fleet, User
+from simulator.forensics import ScanResult, scan_device_database, scan_sqlite_database, scan_values
+from simulator.report import ScenarioReport, StepState
+
+NAME = "forget-propagation"
+CONVERSATION = "conv-1"
+TYPED = "Morning! I grew up in Duluth. Anyway, what should I cook tonight?"
+SENTENCE = "I grew up in Duluth."
+
+
+def _device_state(handle: DeviceHandle) -> dict[str, Any]:
+    return {
+        "name": handle.name,
+        "online": handle.online,
+        "queued_ops": handle.agent.pending_ops(),
+        "records": [
+            {"record_id": view.record_id, "state": view.lifecycle_state.value}
+            for view in handle.agent.list_records()
+        ],
+    }
+
+
+def _pending(fleet: Fleet, user: User) -> list[dict[str, Any]]:
+    names = {d.agent.device_id: d.name for d in user.devices}
+    response = fleet.cloud.operator.pending(user.space_id)
+    return [
+        {
+            "record_id": forget.record_id,
+            "pending_devices": [names.get(p.device_id, p.device_name) for p in forget.pending],
+        }
+        for forget in response.forgets
+        if forget.pending
+    ]
+
+
+def _describe(scan: ScanResult) -> str:
+    where = f"{len(scan.files)} file(s)"
+    if scan.pages:
+        where += f", {scan.pages} decrypted page(s)"
+    if scan.unreadable_pages:
+        where += f", {scan.unreadable_pages} UNREADABLE"
+    if scan.hits:
+        return f"found {sorted({h.needle for h in scan.hits})} in {scan.hits[0].where} ({where})"
+    return f"no trace in {where}"
+
+
+def run(cloud: RunningCloud, root: Path, emit: Callable[[StepState], None]) -> ScenarioReport:
+    """Play the scenario against ``cloud`` with devices under ``root``; return the report."""
+    report = ScenarioReport(NAME)
+    fleet = Fleet(cloud, root)
+    try:
+        _play(fleet, report, emit)
+    finally:
+        fleet.close()
+    return report
+
+
+def _play(fleet: Fleet, report: ScenarioReport, emit: Callable[[StepState], None]) -> None:
+    user = fleet.add_user("ada")
+    phone = fleet.add_device(user, "phone")
+    laptop = fleet.add_device(user, "laptop")
+
+    def step(title: str) -> list[dict[str, Any]]:
+        pending = _pending(fleet, user)
+        state = StepState(title, [_device_state(d) for d in user.devices], pending)
+        report.steps.append(state)
+        emit(state)
+        return pending
+
+    phone.go_offline()
+    phone.agent.say(TYPED, CONVERSATION)
+    record_id = phone.agent.remember(SENTENCE, CONVERSATION).record_id
+    step(f"1. phone offline: user typed a message and asked to remember {SENTENCE!r}")
+
+    phone.go_online()
+    phone.agent.sync()
+    step("2. phone reconnects and syncs")
+
+    laptop.agent.sync()
+    hits = laptop.agent.recall("Where did I grow up in Duluth?")
+    seen = any(h.record_id == record_id for h in hits)
+    recalled_line = hits[0].line if hits else "recall found nothing"
+    step(f"3. laptop syncs and recalls: {recalled_line}")
+    report.check("laptop sees the memory", seen, recalled_line)
+
+    # What a thief would look for later: the sentence and every data key that opened it.
+    needles: dict[str, bytes] = {"sentence": SENTENCE.encode()}
+    for handle in (phone, laptop):
+        for n, key in enumerate(handle.agent.data_keys_for(record_id)):
+            needles[f"{handle.name} data key {n}"] = key
+    cloud_keys = fleet.cloud.operator.key_store.wrapped_keys_for(laptop.agent.data_key_ids())
+    for key_id, blob in cloud_keys.items():
+        needles[f"cloud wrapped key {key_id}"] = blob
+    control = scan_device_database(phone.db_path, phone.passphrase, needles)
+    report.check(
+        "scanner control: phone keys visible before forget",
+        any(h.needle.startswith("phone data key") for h in control.hits)
+        and control.unreadable_pages == 0,
+        _describe(control),
+    )
+
+    phone.go_offline()
+    step("4. phone goes offline")
+
+    laptop.agent.forget_permanently(record_id)
+    laptop.agent.sync()
+    pending = step("5. laptop forgets it permanently and syncs")
+    pending_names = {name for forget in pending for name in forget["pending_devices"]}
+    report.check(
+        "cloud reports phone pending after forget",
+        pending_names == {"phone"},
+        f"pending: {sorted(pending_names) or 'none'}",
+    )
+
+    phone.go_online()
+    phone.agent.sync()
+    pending = step("6. phone reconnects and syncs")
+    report.check(
+        "nothing pending after phone reconnects",
+        not pending,
+        "nothing pending" if not pending else f"still pending: {pending}",
+    )
+
+    status = fleet.cloud.operator.record_status(user.space_id, record_id)
+    dumped = status.model_dump(mode="json") if hasattr(status, "model_dump") else dict(status)
+    leaked = {"text", "content_type", "source_episode_ids", "conversation_id"} & {
+        k for k, v in dumped.items() if v
+    }
+    report.check(
+        "cloud keeps only a skeleton",
+        dumped.get("lifecycle_state") == "permanently_forgotten" and not leaked,
+        f"{dumped}",
+    )
+    for handle in (phone, laptop):
+        views = {v.record_id: v for v in handle.agent.list_records()}
+        view = views.get(record_id)
+        recalled = [h for h in handle.agent.recall("Where did I grow up in Duluth?")]
+        report.check(
+            f"{handle.name} shows a skeleton and recalls nothing",
+            view is not None
+            and view.lifecycle_state.value == "permanently_forgotten"
+            and not view.text
+            and not recalled,
+            f"state={view.lifecycle if view else 'missing'}, recall hits={len(recalled)}",
+        )
+        scan = scan_device_database(handle.db_path, handle.passphrase, needles)
+        report.check(
+            f"{handle.name} database and WAL hold no trace (decrypted pages)",
+            scan.clean and scan.pages > 0 and scan.unreadable_pages == 0,
+            _describe(scan),
+        )
+
+    config = fleet.cloud.config
+    if config.store_url.startswith("sqlite:///"):
+        store_scan = scan_sqlite_database(
+            Path(config.store_url.removeprefix("sqlite:///")), needles
+        )
+    else:
+        store_scan = ScanResult()
+    store_scan = store_scan.merge(
+        scan_values("record store rows", fleet.cloud.operator.store.audit_blobs(), needles)
+    )
+    report.check("cloud record store holds no trace", store_scan.clean, _describe(store_scan))
+    key_scan = scan_sqlite_database(config.key_store_path, needles)
+    left = fleet.cloud.operator.key_store.wrapped_keys_for(list(cloud_keys))
+    report.check(
+        "cloud key store holds none of its keys",
+        key_scan.clean and not left and bool(cloud_keys),
+        _describe(key_scan) + f"; {len(cloud_keys)} key(s) captured before, {len(left)} left",
+    )

@@ -1,0 +1,270 @@
+"""The HTTP boundary of docs/protocol.md, through FastAPI's test client, on both stores."""
+
+from __future__ import annotations
+
+import base64
+import json
+from collections.abc import Iterator
+from dataclasses import replace
+from typing import Any
+
+import pytest
+from fastapi.testclient import TestClient
+from nacl.public import PrivateKey
+
+from cloud.app import create_app
+from cloud.config import CloudConfig
+from cloud.service import CloudService
+from tests.cloud.conftest import SENTENCE, TYPED, Ops
+
+LIMIT = 64 * 1024
+
+
+@pytest.fixture
+def client(config: CloudConfig) -> Iterator[TestClient]:
+    with TestClient(create_app(replace(config, max_request_bytes=LIMIT))) as c:
+        yield c
+
+
+def _service(client: TestClient) -> CloudService:
+    service = client.app.state.service  # type: ignore[attr-defined]
+    assert isinstance(service, CloudService)
+    return service
+
+
+def _enroll(client: TestClient, user: str, device: str = "phone") -> dict[str, Any]:
+    _, code = _service(client).add_user(user)
+    key = PrivateKey.generate()
+    r = client.post(
+        "/v1/enroll",
+        json={
+            "protocol_version": 1,
+            "code": code,
+            "device_name": device,
+            "public_key": base64.b64encode(bytes(key.public_key)).decode(),
+        },
+    )
+    assert r.status_code == 200, r.text
+    body: dict[str, Any] = r.json()
+    body["headers"] = {"Authorization": f"Bearer {body['credential']}"}
+    return body
+
+
+def _error(r: Any, status: int, code: str) -> str:
+    assert r.status_code == status, r.text
+    body = r.json()
+    assert body["code"] == code
+    assert body["protocol_version"] == 1 and body["supported_versions"] == [1, 1]
+    assert set(body) == {"protocol_version", "code", "message", "supported_versions"}
+    message: str = body["message"]
+    return message
+
+
+def test_health(client: TestClient) -> None:
+    r = client.get("/v1/health")
+    assert r.status_code == 200
+    assert r.json()["status"] == "ok" and r.json()["supported_versions"] == [1, 1]
+
+
+def test_push_pull_ack_pending_and_record_over_http(client: TestClient, ops: Ops) -> None:
+    me = _enroll(client, "alice")
+    r = client.post(
+        "/v1/push",
+        headers=me["headers"],
+        json={
+            "protocol_version": 1,
+            "ops": [
+                ops.episode("ep_aaaaaaaa01", TYPED),
+                ops.remember("rec_aaaaaaaa01", SENTENCE, ["ep_aaaaaaaa01"]),
+            ],
+        },
+    )
+    assert r.status_code == 200, r.text
+    assert [x["status"] for x in r.json()["receipts"]] == ["applied", "applied"]
+    pulled = client.post("/v1/pull", headers=me["headers"], json={"protocol_version": 1}).json()
+    assert [c["kind"] for c in pulled["changes"]] == ["episode", "record_version"]
+    assert pulled["has_more"] is False
+    record = client.get("/v1/records/rec_aaaaaaaa01", headers=me["headers"]).json()
+    assert record["lifecycle_state"] == "active" and record["version"] == 1
+    assert "text" not in record
+
+    client.post(
+        "/v1/push",
+        headers=me["headers"],
+        json={"protocol_version": 1, "ops": [ops.forget("rec_aaaaaaaa01")]},
+    )
+    skeleton = client.get("/v1/records/rec_aaaaaaaa01", headers=me["headers"]).json()
+    assert set(skeleton) == {"protocol_version", "id", "lifecycle_state", "forgotten_at"}
+    assert skeleton["lifecycle_state"] == "permanently_forgotten"
+
+    pending = client.get("/v1/forgets/pending", headers=me["headers"]).json()
+    assert [d["device_name"] for d in pending["forgets"][0]["pending"]] == ["phone"]
+
+    # pull first: the forgetting device held the record, so its next push waits
+    blocked = client.post(
+        "/v1/push",
+        headers=me["headers"],
+        json={"protocol_version": 1, "ops": [ops.episode("ep_aaaaaaaa02", "Later.")]},
+    )
+    assert me["device_id"] in _error(blocked, 409, "pull_required")
+
+    page = client.post(
+        "/v1/pull", headers=me["headers"], json={"protocol_version": 1, "cursor": pulled["cursor"]}
+    ).json()
+    event_id = page["changes"][0]["event_id"]
+    acked = client.post(
+        "/v1/ack", headers=me["headers"], json={"protocol_version": 1, "event_ids": [event_id]}
+    )
+    assert acked.json()["acknowledged"] == [event_id]
+    pending = client.get("/v1/forgets/pending", headers=me["headers"]).json()
+    assert pending["forgets"][0]["pending"] == []
+
+
+@pytest.mark.parametrize(
+    "headers",
+    [{}, {"Authorization": "Bearer cred_unknown"}, {"Authorization": "Basic abc"}],
+)
+def test_unauthorized(client: TestClient, headers: dict[str, str]) -> None:
+    _enroll(client, "alice")
+    for method, path in [
+        ("post", "/v1/push"),
+        ("post", "/v1/pull"),
+        ("post", "/v1/ack"),
+        ("get", "/v1/forgets/pending"),
+        ("get", "/v1/records/rec_aaaaaaaa01"),
+    ]:
+        r = client.request(method, path, headers=headers, json={"protocol_version": 1})
+        _error(r, 401, "unauthorized")
+
+
+def test_another_spaces_record_is_not_found_like_a_missing_one(
+    client: TestClient, ops: Ops
+) -> None:
+    alice = _enroll(client, "alice")
+    bob = _enroll(client, "bob")
+    client.post(
+        "/v1/push",
+        headers=alice["headers"],
+        json={
+            "protocol_version": 1,
+            "ops": [
+                ops.episode("ep_aaaaaaaa01", TYPED),
+                ops.remember("rec_aaaaaaaa01", SENTENCE, ["ep_aaaaaaaa01"]),
+            ],
+        },
+    )
+    theirs = _error(
+        client.get("/v1/records/rec_aaaaaaaa01", headers=bob["headers"]), 404, "not_found"
+    )
+    missing = _error(
+        client.get("/v1/records/rec_bbbbbbbb01", headers=bob["headers"]), 404, "not_found"
+    )
+    assert theirs.replace("rec_aaaaaaaa01", "X") == missing.replace("rec_bbbbbbbb01", "X")
+    assert client.get("/v1/records/rec_aaaaaaaa01", headers=alice["headers"]).status_code == 200
+
+
+@pytest.mark.parametrize(
+    "body",
+    [
+        {"protocol_version": 7, "ops": "not even a list", "extra": 1},
+        {"protocol_version": 0},
+        {"protocol_version": "1"},
+        {"protocol_version": True},
+        {"ops": []},
+    ],
+)
+def test_unsupported_protocol_version_is_refused_by_its_version(
+    client: TestClient, body: dict[str, Any]
+) -> None:
+    me = _enroll(client, "alice")
+    for path in ("/v1/push", "/v1/pull", "/v1/ack"):
+        message = _error(
+            client.post(path, headers=me["headers"], json=body),
+            400,
+            "unsupported_protocol_version",
+        )
+        assert "1 to 1" in message
+    _error(client.post("/v1/enroll", json=body), 400, "unsupported_protocol_version")
+
+
+def test_version_seven_message_names_the_version(client: TestClient) -> None:
+    message = _error(
+        client.post("/v1/enroll", json={"protocol_version": 7}), 400, "unsupported_protocol_version"
+    )
+    assert message == "protocol version 7 is not supported; this side accepts versions 1 to 1"
+
+
+def test_malformed_bodies(client: TestClient) -> None:
+    me = _enroll(client, "alice")
+    h = me["headers"]
+    _error(client.post("/v1/pull", headers=h, content=b"{not json"), 400, "malformed_request")
+    _error(client.post("/v1/pull", headers=h, content=b"[1, 2]"), 400, "malformed_request")
+    msg = _error(
+        client.post("/v1/pull", headers=h, json={"protocol_version": 1, "limit": 0}),
+        400,
+        "malformed_request",
+    )
+    assert "'limit'" in msg
+    msg = _error(
+        client.post("/v1/pull", headers=h, json={"protocol_version": 1, "surprise": 1}),
+        400,
+        "malformed_request",
+    )
+    assert "'surprise'" in msg
+    msg = _error(
+        client.post("/v1/ack", headers=h, json={"protocol_version": 1, "event_ids": ["x"]}),
+        400,
+        "malformed_request",
+    )
+    assert "event_ids.0" in msg
+    _error(
+        client.post("/v1/pull", headers=h, json={"protocol_version": 1, "cursor": "bogus"}),
+        400,
+        "malformed_cursor",
+    )
+
+
+def test_enrollment_errors(client: TestClient) -> None:
+    key = base64.b64encode(bytes(PrivateKey.generate().public_key)).decode()
+    body = {"protocol_version": 1, "code": "abcdefgh1234", "device_name": "p", "public_key": key}
+    _error(client.post("/v1/enroll", json=body), 403, "enrollment_refused")
+    msg = _error(
+        client.post("/v1/enroll", json={**body, "public_key": "%%%"}), 400, "malformed_request"
+    )
+    assert "'public_key'" in msg
+
+
+def test_oversize_bodies_are_refused_before_anything_is_applied(
+    client: TestClient, ops: Ops
+) -> None:
+    me = _enroll(client, "alice")
+    h = me["headers"]
+    big = json.dumps(
+        {"protocol_version": 1, "ops": [ops.episode("ep_aaaaaaaa01", "x" * 3000)] * 30}
+    ).encode()
+    assert len(big) > LIMIT
+    _error(client.post("/v1/push", headers=h, content=big), 413, "request_too_large")
+
+    def chunks() -> Iterator[bytes]:  # no Content-Length: the bytes read are counted
+        for start in range(0, len(big), 4096):
+            yield big[start : start + 4096]
+
+    r = client.post("/v1/push", headers=h, content=chunks())
+    assert "content-length" not in {k.lower() for k in r.request.headers}
+    _error(r, 413, "request_too_large")
+
+    lying = client.post(
+        "/v1/push", headers={**h, "Content-Length": "10"}, content=big
+    )  # a declared size that understates the body
+    _error(lying, 413, "request_too_large")
+
+    many = {"protocol_version": 1, "ops": [{"kind": "x"}] * 501}
+    msg = _error(client.post("/v1/push", headers=h, json=many), 413, "request_too_large")
+    assert "501" in msg
+    pulled = client.post("/v1/pull", headers=h, json={"protocol_version": 1}).json()
+    assert pulled["changes"] == []
+
+
+def test_unknown_route_is_an_error_body(client: TestClient) -> None:
+    _error(client.get("/v1/nope"), 404, "not_found")
+    _error(client.get("/v1/push"), 405, "malformed_request")
