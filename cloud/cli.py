@@ -1,4 +1,4 @@
-"""``memsync cloud ...``: serve the cloud, add users, show pending forgets.
+"""``memsync cloud ...``: serve the cloud, add users and devices, show pending forgets.
 
 ``register(subparsers)`` adds the ``cloud`` command group to an argparse parser; each
 handler is ``handler(args) -> int`` set with ``set_defaults(func=...)``.
@@ -74,6 +74,15 @@ def register(subparsers: Any) -> argparse.ArgumentParser:
     add_user.add_argument("--json", action="store_true", help="print JSON")
     add_user.set_defaults(func=cmd_add_user)
 
+    add_device = commands.add_parser(
+        "add-device",
+        help="print a new one-time enrollment code for another device of a user",
+    )
+    _common(add_device)
+    add_device.add_argument("--user", required=True, help="user name or space id")
+    add_device.add_argument("--json", action="store_true", help="print JSON")
+    add_device.set_defaults(func=cmd_add_device)
+
     pending = commands.add_parser(
         "pending", help="list forgotten records and the devices that have not confirmed"
     )
@@ -118,6 +127,25 @@ def cmd_add_user(args: argparse.Namespace) -> int:
     else:
         print(f"user:            {args.name}")
         print(f"space id:        {space_id}")
+        print(f"enrollment code: {code}  (single use, valid 24 hours)")
+    return 0
+
+
+def cmd_add_device(args: argparse.Namespace) -> int:
+    try:
+        service = CloudService(config_from_args(args))
+    except CloudError as exc:
+        return _fail(exc)
+    try:
+        space_id = service.find_space(args.user)
+        code = service.new_enrollment_code(space_id)
+    except CloudError as exc:
+        return _fail(exc)
+    finally:
+        service.close()
+    if args.json:
+        print(json.dumps({"user": args.user, "space_id": space_id, "enrollment_code": code}))
+    else:
         print(f"enrollment code: {code}  (single use, valid 24 hours)")
     return 0
 

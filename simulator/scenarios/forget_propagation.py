@@ -136,6 +136,7 @@ def _play(fleet: Fleet, report: ScenarioReport, emit: Callable[[StepState], None
         "nothing pending" if not pending else f"still pending: {pending}",
     )
 
+    _check_convergence(fleet, user, report)
     status = fleet.cloud.operator.record_status(user.space_id, record_id)
     dumped = status.model_dump(mode="json") if hasattr(status, "model_dump") else dict(status)
     leaked = {"text", "content_type", "source_episode_ids", "conversation_id"} & {
@@ -182,4 +183,23 @@ def _play(fleet: Fleet, report: ScenarioReport, emit: Callable[[StepState], None
         "cloud key store holds none of its keys",
         key_scan.clean and not left and bool(cloud_keys),
         _describe(key_scan) + f"; {len(cloud_keys)} key(s) captured before, {len(left)} left",
+    )
+
+
+def _check_convergence(fleet: Fleet, user: User, report: ScenarioReport) -> None:
+    """Every device that synced last holds what the cloud says of each record it knows."""
+    known = {v.record_id for d in user.devices for v in d.agent.list_records()}
+    cloud_view = {
+        rid: fleet.cloud.operator.record_status(user.space_id, rid).lifecycle_state.value
+        for rid in known
+    }
+    disagreements = []
+    for handle in user.devices:
+        mine = {v.record_id: v.lifecycle_state.value for v in handle.agent.list_records()}
+        if mine != cloud_view or handle.agent.pending_ops():
+            disagreements.append(f"{handle.name}: {mine} (queued {handle.agent.pending_ops()})")
+    report.check(
+        "every device agrees with the cloud",
+        bool(known) and not disagreements,
+        "; ".join(disagreements) or f"{len(user.devices)} devices = cloud on {cloud_view}",
     )

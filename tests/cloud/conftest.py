@@ -1,25 +1,19 @@
 """Fixtures for the cloud contract suite: both record stores, a fake clock, seeded
 randomness, enrolled devices and op builders.
 
-PostgreSQL: 127.0.0.1:5432, user postgres (trust). Each test gets a fresh database
-named with this session's random prefix; all of them are dropped at the end of the
-session. If the server is unreachable the PostgreSQL cases skip, except under
-``CI=true``, where they fail (a skipped backend must not pass CI).
+PostgreSQL databases come from ``postgres_database`` in ``tests/conftest.py``.
 """
 
 from __future__ import annotations
 
 import itertools
-import os
 import random
-import secrets
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
-import psycopg
 import pytest
 from nacl.public import PrivateKey, SealedBox
 
@@ -27,7 +21,6 @@ from cloud.config import CloudConfig
 from cloud.service import CloudService
 from protocol.messages import EnrollRequest, PullRequest, PushRequest, PushResponse
 
-PG_ADMIN = "host=127.0.0.1 port=5432 user=postgres dbname=postgres connect_timeout=3"
 START = datetime(2026, 3, 1, 9, 0, tzinfo=UTC)
 MASTER_KEY = bytes(range(32))
 SENTENCE = "My favorite number is not 1729."
@@ -47,34 +40,12 @@ class FakeClock:
         self.now += delta
 
 
-@pytest.fixture(scope="session")
-def pg_admin() -> Iterator[tuple[psycopg.Connection[Any], str, list[str]]]:
-    try:
-        conn = psycopg.connect(PG_ADMIN, autocommit=True)
-    except psycopg.OperationalError as exc:
-        message = f"PostgreSQL at 127.0.0.1:5432 is unreachable: {exc}"
-        if os.environ.get("CI") == "true":
-            pytest.fail(message + " (CI=true: a skipped PostgreSQL test fails the build)")
-        pytest.skip(message)
-    prefix = f"memsync_cloud_test_{secrets.token_hex(4)}"
-    created: list[str] = []
-    try:
-        yield conn, prefix, created
-    finally:
-        for name in created:
-            conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
-        conn.close()
-
-
 @pytest.fixture(params=["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
 def store_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
     if request.param == "sqlite":
         return f"sqlite:///{tmp_path / 'store' / 'records.db'}"
-    conn, prefix, created = request.getfixturevalue("pg_admin")
-    name = f"{prefix}_{len(created)}"
-    conn.execute(f'CREATE DATABASE "{name}"')
-    created.append(name)
-    return f"postgresql://postgres@127.0.0.1:5432/{name}"
+    new_database: Callable[[], str] = request.getfixturevalue("postgres_database")
+    return new_database()
 
 
 @pytest.fixture

@@ -1,4 +1,4 @@
-"""``memsync cloud add-user`` and ``memsync cloud pending`` through argparse."""
+"""``memsync cloud add-user``, ``add-device`` and ``pending`` through argparse."""
 
 from __future__ import annotations
 
@@ -44,6 +44,13 @@ def test_add_user_then_pending(
 
     assert _run(["cloud", "pending", "--user", "alice", *where]) == 0
     assert capsys.readouterr().out.strip() == "nothing pending"
+
+    assert _run(["cloud", "add-device", "--user", "alice", "--json", *where]) == 0
+    second = json.loads(capsys.readouterr().out)
+    assert second["space_id"] == made["space_id"]
+    assert second["enrollment_code"] != made["enrollment_code"]
+    assert _run(["cloud", "add-device", "--user", "nobody", *where]) == 1
+    assert "nobody" in capsys.readouterr().err
 
     service = CloudService(CloudConfig(store_url=store_url, key_store_path=keys))
     try:

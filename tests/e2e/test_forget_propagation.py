@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 
 import httpx
 import pytest
 
+from cloud.config import CloudConfig
 from simulator.cloud_runner import RunningCloud
 from simulator.report import StepState
 from simulator.scenarios import forget_propagation
@@ -19,6 +21,7 @@ EXPECTED_CHECKS = {
     "cloud reports phone pending after forget",
     "nothing pending after phone reconnects",
     "cloud keeps only a skeleton",
+    "every device agrees with the cloud",
     "phone shows a skeleton and recalls nothing",
     "laptop shows a skeleton and recalls nothing",
     "phone database and WAL hold no trace (decrypted pages)",
@@ -47,3 +50,15 @@ def test_cloud_is_really_listening_on_loopback(cloud: RunningCloud) -> None:
     response = httpx.get(f"{cloud.url}/v1/health")
     assert response.status_code == 200
     assert response.json()["supported_versions"] == [1, 1]
+
+
+@pytest.mark.postgres
+def test_forget_propagation_on_postgresql(
+    postgres_database: Callable[[], str], tmp_path: Path
+) -> None:
+    config = CloudConfig(store_url=postgres_database(), key_store_path=tmp_path / "keys.db")
+    with RunningCloud(config) as cloud:
+        report = forget_propagation.run(cloud, tmp_path / "devices", lambda state: None)
+    failed = [f"{c.name}: {c.detail}" for c in report.checks if not c.passed]
+    assert not failed, failed
+    assert {c.name for c in report.checks} == EXPECTED_CHECKS
