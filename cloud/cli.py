@@ -13,6 +13,8 @@ import argparse
 import json
 import os
 import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -98,6 +100,16 @@ def _fail(exc: Exception) -> int:
     return 1
 
 
+@contextmanager
+def _service(args: argparse.Namespace) -> Iterator[CloudService]:
+    """A service on the stores the arguments name, closed afterwards."""
+    service = CloudService(config_from_args(args))
+    try:
+        yield service
+    finally:
+        service.close()
+
+
 def cmd_serve(args: argparse.Namespace) -> int:
     import uvicorn
 
@@ -113,15 +125,10 @@ def cmd_serve(args: argparse.Namespace) -> int:
 
 def cmd_add_user(args: argparse.Namespace) -> int:
     try:
-        service = CloudService(config_from_args(args))
+        with _service(args) as service:
+            space_id, code = service.add_user(args.name)
     except CloudError as exc:
         return _fail(exc)
-    try:
-        space_id, code = service.add_user(args.name)
-    except CloudError as exc:
-        return _fail(exc)
-    finally:
-        service.close()
     if args.json:
         print(json.dumps({"user": args.name, "space_id": space_id, "enrollment_code": code}))
     else:
@@ -133,16 +140,11 @@ def cmd_add_user(args: argparse.Namespace) -> int:
 
 def cmd_add_device(args: argparse.Namespace) -> int:
     try:
-        service = CloudService(config_from_args(args))
+        with _service(args) as service:
+            space_id = service.find_space(args.user)
+            code = service.new_enrollment_code(space_id)
     except CloudError as exc:
         return _fail(exc)
-    try:
-        space_id = service.find_space(args.user)
-        code = service.new_enrollment_code(space_id)
-    except CloudError as exc:
-        return _fail(exc)
-    finally:
-        service.close()
     if args.json:
         print(json.dumps({"user": args.user, "space_id": space_id, "enrollment_code": code}))
     else:
@@ -152,16 +154,11 @@ def cmd_add_device(args: argparse.Namespace) -> int:
 
 def cmd_pending(args: argparse.Namespace) -> int:
     try:
-        service = CloudService(config_from_args(args))
+        with _service(args) as service:
+            space_id = service.find_space(args.user)
+            response = service.pending(space_id)
     except CloudError as exc:
         return _fail(exc)
-    try:
-        space_id = service.find_space(args.user)
-        response = service.pending(space_id)
-    except CloudError as exc:
-        return _fail(exc)
-    finally:
-        service.close()
     waiting = [f for f in response.forgets if f.pending]
     if args.json:
         print(

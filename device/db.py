@@ -13,7 +13,7 @@ Invariants:
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -126,6 +126,9 @@ class Database:
 
     def execute(self, sql: str, params: Sequence[Any] = ()) -> Any:
         return self.conn.execute(sql, params)
+
+    def executemany(self, sql: str, rows: Iterable[Sequence[Any]]) -> Any:
+        return self.conn.executemany(sql, rows)
 
     def one(self, sql: str, params: Sequence[Any] = ()) -> Any:
         return self.conn.execute(sql, params).fetchone()

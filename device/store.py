@@ -273,10 +273,10 @@ def open_version(db: Database, row: Any) -> RecordContent:
 
 def index_words(db: Database, record_id: str, text: str) -> None:
     _require_tx(db)
-    for word in sorted(words(text)):
-        db.execute(
-            "INSERT OR IGNORE INTO recall_words (record_id, word) VALUES (?, ?)", (record_id, word)
-        )
+    db.executemany(
+        "INSERT OR IGNORE INTO recall_words (record_id, word) VALUES (?, ?)",
+        ((record_id, word) for word in sorted(words(text))),
+    )
 
 
 def recall_candidates(db: Database, query_words: Iterable[str]) -> list[str]:

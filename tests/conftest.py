@@ -52,3 +52,16 @@ def postgres_database(
         return f"postgresql://postgres@127.0.0.1:5432/{name}"
 
     return new_database
+
+
+def pytest_terminal_summary(terminalreporter: Any) -> None:
+    """Say plainly how many PostgreSQL tests ran, so a run that skipped them shows it."""
+    counts = {"passed": 0, "failed": 0, "skipped": 0}
+    for outcome in counts:
+        for report in terminalreporter.stats.get(outcome, []):
+            if "postgres" in getattr(report, "keywords", {}):
+                counts[outcome] += 1
+    terminalreporter.write_line(
+        "PostgreSQL tests against 127.0.0.1:5432 - "
+        f"passed: {counts['passed']}, failed: {counts['failed']}, skipped: {counts['skipped']}"
+    )
