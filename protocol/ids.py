@@ -20,8 +20,9 @@ OpId = Annotated[str, StringConstraints(pattern=rf"^op_{_TOKEN}$")]
 ConversationId = Annotated[str, StringConstraints(pattern=r"^[A-Za-z0-9_.:-]{1,64}$")]
 DeviceId = Annotated[str, StringConstraints(pattern=rf"^dev_{_TOKEN}$")]
 SpaceId = Annotated[str, StringConstraints(pattern=rf"^sp_{_TOKEN}$")]
+ArtifactId = Annotated[str, StringConstraints(pattern=rf"^art_{_TOKEN}$")]
 
-PREFIXES = ("rec", "ep", "op", "dev", "sp", "key")
+PREFIXES = ("rec", "ep", "op", "dev", "sp", "key", "art")
 
 
 def make_id(prefix: str, random_bytes: bytes) -> str:

@@ -1,123 +1,202 @@
 """A pure, in-memory reference of how a space applies operations.
 
 Invariants: an op id is applied at most once (a replay gets ``duplicate`` with the
-original status and changes nothing); every decision comes from ``rules.decide``.
+original status and changes nothing); every decision comes from ``rules.decide``;
+a forgotten record's content, its source episodes and everything derived from it are
+dropped from the ledger, exactly what key destruction does to a real store.
 Tests and the simulator compare real stores against this model.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from datetime import datetime
 
-from protocol.model import LifecycleState
+from protocol.model import LifecycleState, RecordContent, UsageRestriction
 from protocol.operations import (
+    AddArtifact,
     AddEpisode,
-    ForgetPermanently,
+    AnyOperation,
+    ForgetArea,
+    Infer,
     Receipt,
-    ReceiptStatus,
     Remember,
+    SetProject,
 )
+from protocol.receipts import duplicate_of, receipt_for
 from protocol.rules import (
     Accept,
-    AnyOperation,
+    AddVersion,
+    CreateArtifact,
     CreateEpisode,
     CreateRecord,
+    DerivedItem,
+    Effect,
     EpisodeFacts,
     Facts,
-    ForgetRecord,
+    FlagConflict,
+    FlagSuperseded,
+    ForgetRecords,
     RecordFacts,
+    SetLifecycle,
+    SetProjectState,
+    SetUsage,
     decide,
 )
 
 
-@dataclass(frozen=True)
+@dataclass
+class LedgerRecord:
+    lifecycle: LifecycleState
+    versions: dict[int, RecordContent]
+    usage: UsageRestriction | None = None
+    superseded_by: str | None = None
+    conflicts: set[str] = field(default_factory=set)
+
+    @property
+    def version(self) -> int:
+        return max(self.versions) if self.versions else 0
+
+    @property
+    def content(self) -> RecordContent | None:
+        return self.versions.get(self.version)
+
+
+@dataclass
 class Ledger:
-    records: dict[str, RecordFacts] = field(default_factory=dict)
-    texts: dict[str, str] = field(default_factory=dict)
-    sources: dict[str, tuple[str, ...]] = field(default_factory=dict)
+    space_id: str = "sp_ledger0000"
+    account_key: bytes | None = None
+    records: dict[str, LedgerRecord] = field(default_factory=dict)
     episodes: dict[str, EpisodeFacts] = field(default_factory=dict)
+    artifacts: dict[str, tuple[tuple[str, ...], str]] = field(default_factory=dict)
+    projects: dict[str, bool] = field(default_factory=dict)
     receipts: dict[str, Receipt] = field(default_factory=dict)
+
+    def facts(self, record_id: str) -> RecordFacts | None:
+        record = self.records.get(record_id)
+        if record is None:
+            return None
+        return RecordFacts(record_id, record.lifecycle, record.version, record.content)
 
     def readable_texts(self) -> set[str]:
         """Every text a holder of this ledger could still read."""
-        return set(self.texts.values()) | {e.text for e in self.episodes.values()}
+        texts = {c.text for r in self.records.values() for c in r.versions.values()}
+        texts |= {payload for _parents, payload in self.artifacts.values()}
+        return texts | {e.text for e in self.episodes.values()}
+
+    def state(self) -> tuple[object, ...]:
+        """Everything but receipts, for comparing two ledgers."""
+        return (self.records, self.episodes, self.artifacts, self.projects)
+
+    def children(self) -> dict[str, list[DerivedItem]]:
+        edges: dict[str, list[DerivedItem]] = {}
+        for record_id, record in self.records.items():
+            for content in record.versions.values():
+                for parent in content.derived_from:
+                    edges.setdefault(parent, []).append(DerivedItem("record", record_id))
+        for artifact_id, (parents, _payload) in self.artifacts.items():
+            for parent in parents:
+                edges.setdefault(parent, []).append(DerivedItem("artifact", artifact_id))
+        return edges
 
 
 def facts_for(ledger: Ledger, op: AnyOperation) -> Facts:
+    episode_ids: list[str] = []
+    parents: list[str] = []
     if isinstance(op, AddEpisode):
-        known = (
-            {op.episode_id: ledger.episodes[op.episode_id]}
-            if op.episode_id in ledger.episodes
-            else {}
-        )
-        return Facts(episodes=known)
-    record = ledger.records.get(op.record_id)
-    if isinstance(op, Remember):
-        episodes = {e: ledger.episodes[e] for e in op.source_episode_ids if e in ledger.episodes}
-        return Facts(record=record, episodes=episodes)
-    return Facts(record=record)
+        episode_ids = [op.episode_id]
+    elif isinstance(op, Remember) or hasattr(op, "source_episode_ids"):
+        episode_ids = list(getattr(op, "source_episode_ids", []))
+    if isinstance(op, Infer):
+        episode_ids = list(op.content.source_episode_ids)
+        parents = list(op.content.derived_from)
+    if isinstance(op, AddArtifact):
+        parents = list(op.derived_from)
+    record_id = getattr(op, "record_id", None)
+    related = [
+        f for rid in ledger.records if rid != record_id and (f := ledger.facts(rid)) is not None
+    ]
+    area_records: list[str] = []
+    if isinstance(op, ForgetArea):
+        area_records = [
+            rid
+            for rid, r in ledger.records.items()
+            if r.lifecycle is not LifecycleState.FORGOTTEN
+            and r.content is not None
+            and (op.area is None or op.area in r.content.life_areas)
+        ]
+    known = {p: f for p in parents if (f := ledger.facts(p)) is not None}
+    return Facts(
+        space_id=ledger.space_id,
+        record=ledger.facts(record_id) if record_id else None,
+        episodes={e: ledger.episodes[e] for e in episode_ids if e in ledger.episodes},
+        related=related,
+        children=ledger.children(),
+        area_records=area_records,
+        known_records=known,
+        projects=dict(ledger.projects),
+        artifact_exists=isinstance(op, AddArtifact) and op.artifact_id in ledger.artifacts,
+        account_key=ledger.account_key,
+    )
 
 
 def step(ledger: Ledger, op: AnyOperation, index: int, at: datetime) -> tuple[Ledger, Receipt]:
-    """Apply one op; return the new ledger and the op's receipt."""
+    """Apply one op in place; return the ledger and the op's receipt."""
     first = ledger.receipts.get(op.op_id)
     if first is not None:
-        duplicate = first.model_copy(
-            update={
-                "index": index,
-                "status": ReceiptStatus.DUPLICATE,
-                "original_status": first.status,
-            }
-        )
-        return ledger, duplicate
+        return ledger, duplicate_of(first, index)
     decision = decide(op, facts_for(ledger, op))
-    record_id = None if isinstance(op, AddEpisode) else op.record_id
-    if not isinstance(decision, Accept):
-        receipt = Receipt(
-            index=index,
-            op_id=op.op_id,
-            status=ReceiptStatus.REFUSED,
-            code=decision.code,
-            reason=decision.reason,
-            record_id=record_id,
-        )
-        return replace(ledger, receipts={**ledger.receipts, op.op_id: receipt}), receipt
-    ledger = _perform(ledger, op, decision)
-    receipt = Receipt(
-        index=index,
-        op_id=op.op_id,
-        status=ReceiptStatus.APPLIED,
-        record_id=record_id,
-        applied_at=at,
-    )
-    return replace(ledger, receipts={**ledger.receipts, op.op_id: receipt}), receipt
+    if isinstance(decision, Accept):
+        for effect in decision.effects:
+            _perform(ledger, op, effect)
+    receipt = receipt_for(index, op, decision, at)
+    ledger.receipts[op.op_id] = receipt
+    return ledger, receipt
 
 
-def _perform(ledger: Ledger, op: AnyOperation, decision: Accept) -> Ledger:
-    effect = decision.effect
+def _perform(ledger: Ledger, op: AnyOperation, effect: Effect) -> None:
     if isinstance(effect, CreateEpisode):
         assert isinstance(op, AddEpisode)
-        facts = EpisodeFacts(op.episode_id, op.conversation_id, op.text)
-        return replace(ledger, episodes={**ledger.episodes, op.episode_id: facts})
-    if isinstance(effect, CreateRecord):
-        assert isinstance(op, Remember)
-        created = RecordFacts(effect.record_id, effect.lifecycle_state, effect.version)
-        return replace(
-            ledger,
-            records={**ledger.records, effect.record_id: created},
-            texts={**ledger.texts, effect.record_id: op.text},
-            sources={**ledger.sources, effect.record_id: tuple(op.source_episode_ids)},
+        ledger.episodes[op.episode_id] = EpisodeFacts(
+            op.episode_id, op.conversation_id, op.text, op.typed_at
         )
-    assert isinstance(effect, ForgetRecord) and isinstance(op, ForgetPermanently)
-    gone = set(ledger.sources.get(effect.record_id, ()))
-    old = ledger.records[effect.record_id]
-    return replace(
-        ledger,
-        records={
-            **ledger.records,
-            effect.record_id: RecordFacts(old.record_id, LifecycleState.FORGOTTEN, old.version),
-        },
-        texts={k: v for k, v in ledger.texts.items() if k != effect.record_id},
-        episodes={k: v for k, v in ledger.episodes.items() if k not in gone},
-    )
+    elif isinstance(effect, CreateRecord):
+        ledger.records[effect.record_id] = LedgerRecord(
+            effect.lifecycle_state, {effect.version: effect.content}
+        )
+    elif isinstance(effect, AddVersion):
+        record = ledger.records[effect.record_id]
+        record.versions[effect.version] = effect.content
+        record.lifecycle = effect.lifecycle_state
+    elif isinstance(effect, SetLifecycle):
+        ledger.records[effect.record_id].lifecycle = effect.lifecycle_state
+    elif isinstance(effect, SetUsage):
+        ledger.records[effect.record_id].usage = effect.restriction
+    elif isinstance(effect, FlagSuperseded):
+        ledger.records[effect.record_id].superseded_by = effect.by_record
+    elif isinstance(effect, FlagConflict):
+        ledger.records[effect.record_id].conflicts.add(effect.other_record)
+    elif isinstance(effect, CreateArtifact):
+        assert isinstance(op, AddArtifact)
+        ledger.artifacts[effect.artifact_id] = (effect.derived_from, op.payload)
+    elif isinstance(effect, SetProjectState):
+        assert isinstance(op, SetProject)
+        ledger.projects[effect.project] = effect.open
+    else:
+        assert isinstance(effect, ForgetRecords)
+        _forget(ledger, effect)
+
+
+def _forget(ledger: Ledger, effect: ForgetRecords) -> None:
+    gone_episodes: set[str] = set(ledger.episodes) if effect.all_episodes else set()
+    for record_id in effect.record_ids:
+        record = ledger.records.get(record_id)
+        if record is None:
+            continue
+        for content in record.versions.values():
+            gone_episodes.update(content.source_episode_ids)
+        ledger.records[record_id] = LedgerRecord(LifecycleState.FORGOTTEN, {})
+    for artifact_id in effect.artifact_ids:
+        ledger.artifacts.pop(artifact_id, None)
+    for episode_id in gone_episodes:
+        ledger.episodes.pop(episode_id, None)

@@ -13,8 +13,8 @@ from typing import Annotated, Any, Literal
 from pydantic import Field, TypeAdapter
 
 from protocol.errors import UnsupportedProtocolVersion
-from protocol.ids import ConversationId, DeviceId, EpisodeId, RecordId, SpaceId
-from protocol.model import EpistemicState, LifecycleState, Text
+from protocol.ids import ArtifactId, ConversationId, DeviceId, EpisodeId, RecordId, SpaceId
+from protocol.model import LifecycleState, ProjectName, Text, UsageRestriction
 from protocol.operations import MAX_OPS_PER_PUSH, Receipt
 from protocol.version import PROTOCOL_VERSION, SUPPORTED_VERSIONS, check_version
 from protocol.wire import B64Bytes, UtcDatetime, WireModel
@@ -59,12 +59,16 @@ class EnrollRequest(Envelope):
     code: Annotated[str, Field(min_length=8, max_length=128)]
     device_name: Annotated[str, Field(min_length=1, max_length=64)]
     public_key: B64Bytes  # X25519, 32 bytes
+    # Ed25519 verify key of the account passphrase (protocol.strongauth); the first
+    # device to enroll sets it, later ones must match it or leave it out.
+    account_key: B64Bytes | None = None
 
 
 class EnrollResponse(Envelope):
     device_id: DeviceId
     space_id: SpaceId
     credential: str
+    account_key: B64Bytes | None = None
 
 
 # --- push --------------------------------------------------------------------------
@@ -91,17 +95,52 @@ class EpisodeContent(WireModel):
 
 
 class RecordVersionChange(WireModel):
+    """A new version's sealed content. Its state arrives as a ``record_state`` change."""
+
     kind: Literal["record_version"] = "record_version"
     seq: int
     record_id: RecordId
     version: int
     supersedes: int | None = None
-    epistemic_state: EpistemicState
-    lifecycle_state: LifecycleState
     recorded_at: UtcDatetime
     key_id: str
     sealed_content: B64Bytes  # RecordContent JSON sealed with the version's DEK
     sealed_key: B64Bytes  # the DEK sealed to this device's public key
+
+
+class RecordStateChange(WireModel):
+    """A record's whole current state, sent whenever any part of it changes."""
+
+    kind: Literal["record_state"] = "record_state"
+    seq: int
+    record_id: RecordId
+    lifecycle_state: LifecycleState
+    current_version: int
+    usage_restriction: UsageRestriction | None = None
+    superseded_by_record: RecordId | None = None
+    conflicts_with: list[RecordId] = []
+    at: UtcDatetime
+
+
+class ArtifactChange(WireModel):
+    """A derived item (sealed ``ArtifactContent``) and the records it came from."""
+
+    kind: Literal["artifact"] = "artifact"
+    seq: int
+    artifact_id: ArtifactId
+    derived_from: list[RecordId]
+    created_at: UtcDatetime
+    key_id: str
+    sealed_content: B64Bytes
+    sealed_key: B64Bytes
+
+
+class ProjectChange(WireModel):
+    kind: Literal["project"] = "project"
+    seq: int
+    project: ProjectName
+    open: bool
+    at: UtcDatetime
 
 
 class EpisodeChange(WireModel):
@@ -114,14 +153,6 @@ class EpisodeChange(WireModel):
     sealed_key: B64Bytes
 
 
-class LifecycleChange(WireModel):
-    kind: Literal["lifecycle"] = "lifecycle"
-    seq: int
-    record_id: RecordId
-    lifecycle_state: LifecycleState
-    at: UtcDatetime
-
-
 class KeyDestruction(WireModel):
     """The keys of a forgotten record and everything derived from it are gone."""
 
@@ -131,16 +162,20 @@ class KeyDestruction(WireModel):
     record_id: RecordId
     key_ids: list[str]
     episode_ids: list[EpisodeId]
+    artifact_ids: list[ArtifactId] = []
     destroyed_at: UtcDatetime
 
 
-Change = Annotated[
-    RecordVersionChange | EpisodeChange | LifecycleChange | KeyDestruction,
-    Field(discriminator="kind"),
-]
-CHANGE_ADAPTER: TypeAdapter[
-    RecordVersionChange | EpisodeChange | LifecycleChange | KeyDestruction
-] = TypeAdapter(Change)
+AnyChange = (
+    RecordVersionChange
+    | RecordStateChange
+    | EpisodeChange
+    | ArtifactChange
+    | ProjectChange
+    | KeyDestruction
+)
+Change = Annotated[AnyChange, Field(discriminator="kind")]
+CHANGE_ADAPTER: TypeAdapter[AnyChange] = TypeAdapter(Change)
 
 
 class PullRequest(Envelope):

@@ -1,11 +1,18 @@
 """The memory record and the episode, as both sides understand them.
 
-Invariants: a record's source episodes are never empty; a permanently forgotten
-record is a skeleton (id, state, when) and carries no text, type or source.
+Invariants:
+- Every field of the record is independent; none stands in for another.
+- A record's source episodes are never empty, and it belongs to at least one of the
+  ten fixed life areas (users add projects, never areas).
+- A custom content type always maps to one of the eight core types.
+- Everything that says what a record is about (text, type, source, evidence, areas,
+  sensitivity) lives in the sealed ``RecordContent``; a permanently forgotten record is
+  a skeleton (id, state, when) that keeps none of it.
 """
 
 from __future__ import annotations
 
+from datetime import datetime
 from enum import StrEnum
 from typing import Annotated
 
@@ -15,6 +22,20 @@ from protocol.ids import ConversationId, EpisodeId, RecordId, SpaceId
 from protocol.wire import UtcDatetime, WireModel
 
 MAX_TEXT_CHARS = 4_000
+FORMULA_VERSION_PATTERN = r"^conf-v[0-9]+$"
+
+
+class ContentType(StrEnum):
+    """The eight core content types."""
+
+    PREFERENCE = "preference"
+    ROUTINE = "routine"
+    GOAL = "goal"
+    CONSTRAINT = "constraint"
+    RELATIONSHIP = "relationship"
+    PERSONAL_FACT = "personal_fact"
+    OPINION = "opinion"
+    EVENT = "event"
 
 
 class EpistemicState(StrEnum):
@@ -28,6 +49,58 @@ class EpistemicState(StrEnum):
     INVALID = "invalid"
 
 
+class Layer(StrEnum):
+    EVENT = "event"
+    CONSOLIDATED_FACT = "consolidated_fact"
+    BEHAVIOUR_RULE = "behaviour_rule"
+
+
+class TimeKind(StrEnum):
+    PERMANENT = "permanent"
+    FOR_NOW = "for_now"
+    SEASONAL = "seasonal"
+    ONE_OFF = "one_off"
+    PAST = "past"
+
+
+class SourceKind(StrEnum):
+    USER_STATEMENT = "user_statement"
+    USER_BEHAVIOUR = "user_behaviour"
+    CONNECTED_SOURCE = "connected_source"
+    EXTERNAL_CONTENT = "external_content"
+    IMPORT = "import"
+
+
+class LifeArea(StrEnum):
+    """The ten fixed life areas. ``general`` holds name, language, address form, time zone."""
+
+    WORK = "work"
+    HEALTH = "health"
+    FINANCE = "finance"
+    RELATIONSHIPS = "relationships"
+    HOME = "home"
+    TRAVEL = "travel"
+    SHOPPING = "shopping"
+    LEARNING = "learning"
+    LEISURE = "leisure"
+    GENERAL = "general"
+
+
+class Sensitivity(StrEnum):
+    """Normal, or one of the sensitive classes (the special categories of personal data)."""
+
+    NORMAL = "normal"
+    HEALTH = "health"
+    SEX_LIFE = "sex_life"
+    ETHNIC_ORIGIN = "ethnic_origin"
+    POLITICAL_OPINION = "political_opinion"
+    RELIGIOUS_BELIEF = "religious_belief"
+    TRADE_UNION = "trade_union"
+    GENETIC = "genetic"
+    BIOMETRIC = "biometric"
+    FINANCIAL_DETAIL = "financial_detail"
+
+
 class LifecycleState(StrEnum):
     CANDIDATE = "candidate"
     ACTIVE = "active"
@@ -35,30 +108,139 @@ class LifecycleState(StrEnum):
     FORGOTTEN = "permanently_forgotten"
 
 
+class Initiator(StrEnum):
+    """Who started an operation. The assistant may never start a mass forget."""
+
+    USER = "user"
+    ASSISTANT = "assistant"
+
+
 Text = Annotated[str, Field(min_length=1, max_length=MAX_TEXT_CHARS)]
+ProjectName = Annotated[str, Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9 _.-]{0,63}$")]
+CustomTypeName = Annotated[str, Field(pattern=r"^[a-z][a-z0-9_]{1,39}$")]
+LifeAreas = Annotated[list[LifeArea], Field(min_length=1, max_length=10)]
+SourceEpisodes = Annotated[list[EpisodeId], Field(min_length=1, max_length=64)]
+
+
+class CustomType(WireModel):
+    """A content type beyond the core eight, always mapped to a core type."""
+
+    name: CustomTypeName
+    core: ContentType
+
+
+class Observation(WireModel):
+    """One piece of evidence: from which source, when, and whether it supported the record."""
+
+    source_id: Annotated[str, Field(min_length=1, max_length=128)]
+    source_kind: SourceKind
+    at: UtcDatetime
+    supports: bool = True
+
+
+class Evidence(WireModel):
+    """What a record rests on. Two observations from one source count as one."""
+
+    observations: Annotated[list[Observation], Field(max_length=10_000)] = []
+    conflicting_records: list[RecordId] = []
+
+    def distinct_sources(self) -> dict[str, Observation]:
+        """The latest observation of each source: the unit evidence is counted in."""
+        latest: dict[str, Observation] = {}
+        for obs in sorted(self.observations, key=lambda o: o.at):
+            latest[obs.source_id] = obs
+        return latest
+
+    @property
+    def count(self) -> int:
+        return len(self.distinct_sources())
+
+    @property
+    def ratio(self) -> float:
+        sources = self.distinct_sources().values()
+        return sum(o.supports for o in sources) / len(sources) if sources else 0.0
+
+    @property
+    def first_observed(self) -> datetime | None:
+        return min((o.at for o in self.observations), default=None)
+
+    @property
+    def last_observed(self) -> datetime | None:
+        return max((o.at for o in self.observations), default=None)
+
+
+class Alternative(WireModel):
+    """Another plausible reading of the same evidence."""
+
+    text: Text
+    content_type: ContentType
+
+
+class UsageRestriction(WireModel):
+    """ "Only use for this area or project": the record is retrieved only there."""
+
+    area: LifeArea | None = None
+    project: ProjectName | None = None
+
+    @model_validator(mode="after")
+    def _one_target(self) -> UsageRestriction:
+        if (self.area is None) == (self.project is None):
+            raise ValueError("a usage restriction names exactly one area or one project")
+        return self
 
 
 class RecordContent(WireModel):
-    """What a record version seals: the parts that must vanish with its key."""
+    """What one record version seals: everything that must vanish with its key."""
 
     text: Text
-    source_episode_ids: Annotated[list[EpisodeId], Field(min_length=1, max_length=64)]
-    conversation_id: ConversationId
+    content_type: ContentType = ContentType.PERSONAL_FACT
+    custom_type: CustomType | None = None
+    epistemic_state: EpistemicState = EpistemicState.SAID
+    layer: Layer = Layer.CONSOLIDATED_FACT
+    time_kind: TimeKind = TimeKind.PERMANENT
+    valid_from: UtcDatetime | None = None
+    valid_until: UtcDatetime | None = None
+    expected_end: UtcDatetime | None = None
+    source_episode_ids: SourceEpisodes
+    source_kind: SourceKind = SourceKind.USER_STATEMENT
+    evidence: Evidence = Evidence()
+    alternatives: list[Alternative] = []
+    life_areas: LifeAreas = [LifeArea.GENERAL]
+    project: ProjectName | None = None
+    sensitivity: Sensitivity = Sensitivity.NORMAL
+    conversation_id: ConversationId | None = None
+    subject: Annotated[str, Field(max_length=200)] | None = None
+    derived_from: list[RecordId] = []
+    said_at: UtcDatetime | None = None
+
+    @model_validator(mode="after")
+    def _consistent(self) -> RecordContent:
+        if self.custom_type is not None and self.custom_type.core is not self.content_type:
+            raise ValueError(
+                f"custom type {self.custom_type.name!r} maps to {self.custom_type.core.value}, "
+                f"not to the record's content type {self.content_type.value}"
+            )
+        if self.valid_from and self.valid_until and self.valid_until < self.valid_from:
+            raise ValueError("valid_until is before valid_from")
+        if len(set(self.life_areas)) != len(self.life_areas):
+            raise ValueError("a life area is listed twice")
+        return self
 
 
 class MemoryRecord(WireModel):
-    """One version of a memory record, opened (readable)."""
+    """One version of a memory record, opened (readable), with the record's state."""
 
     id: RecordId
     space: SpaceId
     version: Annotated[int, Field(ge=1)]
     supersedes: Annotated[int, Field(ge=1)] | None = None
-    text: Text
-    epistemic_state: EpistemicState
     lifecycle_state: LifecycleState
-    source_episode_ids: Annotated[list[EpisodeId], Field(min_length=1, max_length=64)]
-    conversation_id: ConversationId
+    usage_restriction: UsageRestriction | None = None
     recorded_at: UtcDatetime
+    superseded_at: UtcDatetime | None = None
+    superseded_by_record: RecordId | None = None
+    conflicts_with: list[RecordId] = []
+    content: RecordContent
 
     @model_validator(mode="after")
     def _not_forgotten(self) -> MemoryRecord:
@@ -71,6 +253,14 @@ class MemoryRecord(WireModel):
                 f"record {self.id} v{self.version} cannot supersede v{self.supersedes}"
             )
         return self
+
+    @property
+    def text(self) -> str:
+        return self.content.text
+
+    @property
+    def epistemic_state(self) -> EpistemicState:
+        return self.content.epistemic_state
 
 
 class Skeleton(WireModel):
@@ -88,3 +278,19 @@ class Episode(WireModel):
     conversation_id: ConversationId
     text: Text
     typed_at: UtcDatetime
+
+
+class ArtifactKind(StrEnum):
+    """Derived items: each names the records it came from, and dies with them."""
+
+    SUMMARY = "summary"
+    TEXT_VIEW = "text_view"
+    EMBEDDING = "embedding"
+    CACHED_COPY = "cached_copy"
+
+
+class ArtifactContent(WireModel):
+    """What a derived artifact seals."""
+
+    kind: ArtifactKind
+    payload: Annotated[str, Field(max_length=200_000)]

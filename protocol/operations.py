@@ -1,7 +1,10 @@
 """Operations: what a device asks the authority to do, each with a client-made id.
 
-Invariant: an operation is applied at most once per space, keyed by ``op_id``; a
-replay gets the original receipt back, never a second effect.
+Invariants:
+- An operation is applied at most once per space, keyed by ``op_id``; a replay gets
+  the original receipt back, never a second effect.
+- Every operation says who started it (``initiated_by``); ``forget_area`` started by
+  the assistant is refused, whatever its proof.
 """
 
 from __future__ import annotations
@@ -9,47 +12,184 @@ from __future__ import annotations
 from enum import StrEnum
 from typing import Annotated, Literal
 
-from pydantic import Field, TypeAdapter
+from pydantic import Field, TypeAdapter, model_validator
 
-from protocol.ids import ConversationId, EpisodeId, OpId, RecordId
-from protocol.model import Text
-from protocol.wire import UtcDatetime, WireModel
+from protocol.ids import ArtifactId, ConversationId, EpisodeId, OpId, RecordId
+from protocol.model import (
+    ArtifactKind,
+    ContentType,
+    CustomType,
+    EpistemicState,
+    Initiator,
+    Layer,
+    LifeArea,
+    LifeAreas,
+    ProjectName,
+    RecordContent,
+    Sensitivity,
+    SourceEpisodes,
+    Text,
+    TimeKind,
+    UsageRestriction,
+)
+from protocol.wire import B64Bytes, UtcDatetime, WireModel
 
 
-class AddEpisode(WireModel):
+class _Op(WireModel):
+    op_id: OpId
+    made_at: UtcDatetime
+    initiated_by: Initiator
+
+
+class AddEpisode(_Op):
     """Log what the user typed in a conversation (the episode log 'said' is checked against)."""
 
     kind: Literal["add_episode"] = "add_episode"
-    op_id: OpId
     episode_id: EpisodeId
     conversation_id: ConversationId
     text: Text
     typed_at: UtcDatetime
 
 
-class Remember(WireModel):
+class Remember(_Op):
     """Explicit "remember this": the user's own sentence becomes an active, said record."""
 
     kind: Literal["remember"] = "remember"
-    op_id: OpId
     record_id: RecordId
     text: Text
     conversation_id: ConversationId
-    source_episode_ids: Annotated[list[EpisodeId], Field(min_length=1, max_length=64)]
-    made_at: UtcDatetime
+    source_episode_ids: SourceEpisodes
+    content_type: ContentType = ContentType.PERSONAL_FACT
+    custom_type: CustomType | None = None
+    layer: Literal[Layer.EVENT, Layer.CONSOLIDATED_FACT] = Layer.CONSOLIDATED_FACT
+    time_kind: TimeKind = TimeKind.PERMANENT
+    valid_from: UtcDatetime | None = None
+    valid_until: UtcDatetime | None = None
+    expected_end: UtcDatetime | None = None
+    life_areas: LifeAreas = [LifeArea.GENERAL]
+    project: ProjectName | None = None
+    sensitivity: Sensitivity = Sensitivity.NORMAL
+    subject: Annotated[str, Field(max_length=200)] | None = None
 
 
-class ForgetPermanently(WireModel):
+class Correct(_Op):
+    """ "That's wrong": a new version in the user's own words; the old one becomes invalid."""
+
+    kind: Literal["correct"] = "correct"
+    record_id: RecordId
+    text: Text
+    conversation_id: ConversationId
+    source_episode_ids: SourceEpisodes
+
+
+class DontUse(_Op):
+    """ "Know it, but don't use it": excluded from retrieval and training; reversible."""
+
+    kind: Literal["dont_use"] = "dont_use"
+    record_id: RecordId
+
+
+class UseAgain(_Op):
+    kind: Literal["use_again"] = "use_again"
+    record_id: RecordId
+
+
+class RestrictUsage(_Op):
+    """ "Only use for X", or ``restriction: null`` to lift it."""
+
+    kind: Literal["restrict_usage"] = "restrict_usage"
+    record_id: RecordId
+    restriction: UsageRestriction | None
+
+
+class Confirm(_Op):
+    """The user confirms a candidate: it becomes active, and verified."""
+
+    kind: Literal["confirm"] = "confirm"
+    record_id: RecordId
+
+
+class Reaffirm(_Op):
+    """The answer to "Still doing this?" for a "for now" record."""
+
+    kind: Literal["reaffirm"] = "reaffirm"
+    record_id: RecordId
+    still_true: bool
+    expected_end: UtcDatetime | None = None
+
+
+class ForgetPermanently(_Op):
     """Destroy the keys of a record and everything derived from it. Cannot be undone."""
 
     kind: Literal["forget_permanently"] = "forget_permanently"
-    op_id: OpId
     record_id: RecordId
-    made_at: UtcDatetime
 
 
-Operation = Annotated[AddEpisode | Remember | ForgetPermanently, Field(discriminator="kind")]
-OPERATION_ADAPTER: TypeAdapter[AddEpisode | Remember | ForgetPermanently] = TypeAdapter(Operation)
+class ForgetArea(_Op):
+    """Forget a whole life area (or, with ``area: null``, all memory) permanently.
+
+    Needs strong authentication: ``proof`` is an Ed25519 signature, by the account key
+    derived from the user's account passphrase, over ``protocol.strongauth.challenge``.
+    """
+
+    kind: Literal["forget_area"] = "forget_area"
+    area: LifeArea | None
+    proof: B64Bytes
+
+
+class Infer(_Op):
+    """A record the assistant derived (observed, inferred, hypothesis): never "said"."""
+
+    kind: Literal["infer"] = "infer"
+    record_id: RecordId
+    content: RecordContent
+
+    @model_validator(mode="after")
+    def _not_the_users_words(self) -> Infer:
+        allowed = {EpistemicState.OBSERVED, EpistemicState.INFERRED, EpistemicState.HYPOTHESIS}
+        if self.content.epistemic_state not in allowed:
+            raise ValueError(
+                f"an inferred record is observed, inferred or hypothesis, "
+                f"not {self.content.epistemic_state.value}"
+            )
+        return self
+
+
+class AddArtifact(_Op):
+    """A derived item (summary, text view, embedding, cached copy) and what it came from."""
+
+    kind: Literal["add_artifact"] = "add_artifact"
+    artifact_id: ArtifactId
+    artifact_kind: ArtifactKind
+    derived_from: Annotated[list[RecordId], Field(min_length=1, max_length=256)]
+    payload: Annotated[str, Field(max_length=200_000)]
+
+
+class SetProject(_Op):
+    """Open (create or reopen) or close a project. Closed projects are left out of retrieval."""
+
+    kind: Literal["set_project"] = "set_project"
+    project: ProjectName
+    open: bool
+
+
+AnyOperation = (
+    AddEpisode
+    | Remember
+    | Correct
+    | DontUse
+    | UseAgain
+    | RestrictUsage
+    | Confirm
+    | Reaffirm
+    | ForgetPermanently
+    | ForgetArea
+    | Infer
+    | AddArtifact
+    | SetProject
+)
+Operation = Annotated[AnyOperation, Field(discriminator="kind")]
+OPERATION_ADAPTER: TypeAdapter[AnyOperation] = TypeAdapter(Operation)
 
 MAX_OPS_PER_PUSH = 500
 
@@ -67,13 +207,37 @@ class RefusalCode(StrEnum):
     UNKNOWN_EPISODE = "unknown_episode"
     RECORD_EXISTS = "record_exists"
     EPISODE_EXISTS = "episode_exists"
+    ARTIFACT_EXISTS = "artifact_exists"
     FORGOTTEN = "forgotten"
     NOT_SAID = "not_said"
     WRONG_CONVERSATION = "wrong_conversation"
+    WRONG_STATE = "wrong_state"
+    NOT_ALLOWED = "not_allowed"
+    STRONG_AUTH_REQUIRED = "strong_auth_required"
+    UNKNOWN_PROJECT = "unknown_project"
+
+
+class EffectKind(StrEnum):
+    """What an applied operation did, as its receipt states it."""
+
+    EPISODE_LOGGED = "episode_logged"
+    CREATED = "created"
+    CORRECTED = "corrected"
+    NOT_IN_USE = "not_in_use"
+    IN_USE_AGAIN = "in_use_again"
+    USAGE_RESTRICTED = "usage_restricted"
+    USAGE_UNRESTRICTED = "usage_unrestricted"
+    CONFIRMED = "confirmed"
+    REAFFIRMED = "reaffirmed"
+    ENDED = "ended"
+    FORGOTTEN = "forgotten"
+    ARTIFACT_ADDED = "artifact_added"
+    PROJECT_OPENED = "project_opened"
+    PROJECT_CLOSED = "project_closed"
 
 
 class Receipt(WireModel):
-    """The durable answer to one operation."""
+    """The durable answer to one operation: what it did, to which record and versions."""
 
     index: Annotated[int, Field(ge=0)]
     op_id: str | None
@@ -81,5 +245,8 @@ class Receipt(WireModel):
     original_status: ReceiptStatus | None = None  # set on a duplicate: what the first try got
     code: RefusalCode | None = None
     reason: str | None = None
+    effect: EffectKind | None = None
     record_id: RecordId | None = None
+    versions: list[int] = []  # e.g. [1] for a new record, [1, 2] for a correction (old, new)
+    affected_records: list[RecordId] = []  # every record a forget made a skeleton
     applied_at: UtcDatetime | None = None

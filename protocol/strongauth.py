@@ -1,0 +1,49 @@
+"""Strong authentication for mass forgets: an account key derived from a passphrase.
+
+Invariants: the cloud stores only the account's public verify key; a proof is a
+signature over a challenge that binds space, op id and area, so it cannot be replayed
+for another op, another area or another space. Salt and cost are fixed per space, so
+every device derives the same key from the same passphrase.
+"""
+
+from __future__ import annotations
+
+import hashlib
+
+from nacl.exceptions import BadSignatureError
+from nacl.pwhash import argon2id
+from nacl.signing import SigningKey, VerifyKey
+
+OPSLIMIT = argon2id.OPSLIMIT_INTERACTIVE
+MEMLIMIT = argon2id.MEMLIMIT_INTERACTIVE
+
+
+def account_salt(space_id: str) -> bytes:
+    return hashlib.sha256(f"memsync/1|account|{space_id}".encode()).digest()[: argon2id.SALTBYTES]
+
+
+def account_signing_key(passphrase: str, space_id: str) -> SigningKey:
+    if not passphrase:
+        raise ValueError("an account passphrase cannot be empty")
+    seed = argon2id.kdf(32, passphrase.encode(), account_salt(space_id), OPSLIMIT, MEMLIMIT)
+    return SigningKey(seed)
+
+
+def account_verify_key(passphrase: str, space_id: str) -> bytes:
+    return bytes(account_signing_key(passphrase, space_id).verify_key)
+
+
+def challenge(space_id: str, op_id: str, area: str | None) -> bytes:
+    return f"memsync/1|forget_area|{space_id}|{op_id}|{area or '*all*'}".encode()
+
+
+def prove(key: SigningKey, space_id: str, op_id: str, area: str | None) -> bytes:
+    return key.sign(challenge(space_id, op_id, area)).signature
+
+
+def verify(verify_key: bytes, proof: bytes, space_id: str, op_id: str, area: str | None) -> bool:
+    try:
+        VerifyKey(verify_key).verify(challenge(space_id, op_id, area), proof)
+    except (BadSignatureError, ValueError, TypeError):
+        return False
+    return True
