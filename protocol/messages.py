@@ -44,6 +44,7 @@ class ErrorCode(StrEnum):
     PULL_REQUIRED = "pull_required"
     ENROLLMENT_REFUSED = "enrollment_refused"
     MALFORMED_CURSOR = "malformed_cursor"
+    ACCOUNT_KEY_MISMATCH = "account_key_mismatch"
 
 
 class ErrorBody(Envelope):
@@ -59,16 +60,32 @@ class EnrollRequest(Envelope):
     code: Annotated[str, Field(min_length=8, max_length=128)]
     device_name: Annotated[str, Field(min_length=1, max_length=64)]
     public_key: B64Bytes  # X25519, 32 bytes
-    # Ed25519 verify key of the account passphrase (protocol.strongauth); the first
-    # device to enroll sets it, later ones must match it or leave it out.
-    account_key: B64Bytes | None = None
 
 
 class EnrollResponse(Envelope):
     device_id: DeviceId
     space_id: SpaceId
     credential: str
-    account_key: B64Bytes | None = None
+    account_key: B64Bytes | None = None  # the space's registered account key, if any
+
+
+# --- the account key (strong authentication for mass forgets) ------------------------
+
+
+class AccountKeyRequest(Envelope):
+    """``POST /v1/account-key``: register the account's Ed25519 verify key.
+
+    The key is derived from the user's account passphrase and the space id
+    (``protocol.strongauth``), so a device can derive it only after enrolling. The
+    first registration sets it; registering the same key again is a no-op; a
+    different key is refused (``account_key_mismatch``): the passphrase is wrong.
+    """
+
+    account_key: B64Bytes
+
+
+class AccountKeyResponse(Envelope):
+    account_key: B64Bytes
 
 
 # --- push --------------------------------------------------------------------------
