@@ -15,8 +15,11 @@ import pytest
 from pydantic import BaseModel, ValidationError
 
 from protocol.messages import (
+    AccountKeyRequest,
+    AccountKeyResponse,
     AckRequest,
     AckResponse,
+    ArtifactChange,
     EnrollRequest,
     EnrollResponse,
     EpisodeChange,
@@ -24,23 +27,49 @@ from protocol.messages import (
     ErrorCode,
     ForgetStatus,
     KeyDestruction,
-    LifecycleChange,
     PendingDevice,
     PendingResponse,
+    ProjectChange,
     PullRequest,
     PullResponse,
     PushRequest,
     PushResponse,
+    RecordStateChange,
     RecordVersionChange,
 )
-from protocol.model import EpistemicState, LifecycleState
+from protocol.model import (
+    ArtifactKind,
+    ContentType,
+    CustomType,
+    EpistemicState,
+    Evidence,
+    Initiator,
+    LifeArea,
+    LifecycleState,
+    Observation,
+    RecordContent,
+    SourceKind,
+    TimeKind,
+    UsageRestriction,
+)
 from protocol.operations import (
+    AddArtifact,
     AddEpisode,
+    Confirm,
+    Correct,
+    DontUse,
+    EffectKind,
+    ForgetArea,
     ForgetPermanently,
+    Infer,
+    Reaffirm,
     Receipt,
     ReceiptStatus,
     RefusalCode,
     Remember,
+    RestrictUsage,
+    SetProject,
+    UseAgain,
 )
 
 GOLDEN = Path(__file__).resolve().parent.parent / "golden" / "v1"
@@ -49,8 +78,12 @@ REC = "rec_aaaaaaaaaaaaaaaa"
 EP = "ep_bbbbbbbbbbbbbbbb"
 DEV = "dev_cccccccccccccccc"
 
+USER = {"made_at": AT, "initiated_by": Initiator.USER}
+ASSISTANT = {"made_at": AT, "initiated_by": Initiator.ASSISTANT}
+
 ADD = AddEpisode(
     op_id="op_0000000000000001",
+    **USER,
     episode_id=EP,
     conversation_id="c1",
     text="I grew up in Duluth.",
@@ -62,9 +95,61 @@ REMEMBER = Remember(
     text="I grew up in Duluth.",
     conversation_id="c1",
     source_episode_ids=[EP],
-    made_at=AT,
+    content_type=ContentType.PERSONAL_FACT,
+    custom_type=CustomType(name="hometown", core=ContentType.PERSONAL_FACT),
+    life_areas=[LifeArea.GENERAL, LifeArea.TRAVEL],
+    **USER,
 )
-FORGET = ForgetPermanently(op_id="op_0000000000000003", record_id=REC, made_at=AT)
+FORGET = ForgetPermanently(op_id="op_0000000000000003", record_id=REC, **USER)
+INFERRED = RecordContent(
+    text="Prefers an americano in the morning",
+    content_type=ContentType.PREFERENCE,
+    epistemic_state=EpistemicState.INFERRED,
+    time_kind=TimeKind.PERMANENT,
+    source_episode_ids=[EP],
+    source_kind=SourceKind.USER_BEHAVIOUR,
+    evidence=Evidence(
+        observations=[Observation(source_id="orders", source_kind=SourceKind.USER_BEHAVIOUR, at=AT)]
+    ),
+    life_areas=[LifeArea.SHOPPING],
+    derived_from=[REC],
+)
+EVERY_OP = [
+    ADD,
+    REMEMBER,
+    Correct(
+        op_id="op_0000000000000004",
+        record_id=REC,
+        text="I grew up in Duluth.",
+        conversation_id="c1",
+        source_episode_ids=[EP],
+        **USER,
+    ),
+    DontUse(op_id="op_0000000000000005", record_id=REC, **USER),
+    UseAgain(op_id="op_0000000000000006", record_id=REC, **USER),
+    RestrictUsage(
+        op_id="op_0000000000000007",
+        record_id=REC,
+        restriction=UsageRestriction(area=LifeArea.TRAVEL),
+        **USER,
+    ),
+    Confirm(op_id="op_0000000000000008", record_id=REC, **USER),
+    Reaffirm(op_id="op_0000000000000009", record_id=REC, still_true=True, **USER),
+    Infer(
+        op_id="op_0000000000000010", record_id="rec_eeeeeeeeeeeeeeee", content=INFERRED, **ASSISTANT
+    ),
+    AddArtifact(
+        op_id="op_0000000000000011",
+        artifact_id="art_ffffffffffffffff",
+        artifact_kind=ArtifactKind.SUMMARY,
+        derived_from=[REC],
+        payload="Grew up in Duluth.",
+        **ASSISTANT,
+    ),
+    SetProject(op_id="op_0000000000000012", project="Renovation", open=True, **USER),
+    ForgetArea(op_id="op_0000000000000013", area=LifeArea.WORK, proof=b"\x06" * 64, **USER),
+    FORGET,
+]
 
 EXAMPLES: dict[str, BaseModel] = {
     "enroll_request": EnrollRequest(
@@ -88,7 +173,9 @@ EXAMPLES: dict[str, BaseModel] = {
                 op_id=REMEMBER.op_id,
                 status=ReceiptStatus.DUPLICATE,
                 original_status=ReceiptStatus.APPLIED,
+                effect=EffectKind.CORRECTED,
                 record_id=REC,
+                versions=[1, 2],
                 applied_at=AT,
             ),
             Receipt(
@@ -116,20 +203,38 @@ EXAMPLES: dict[str, BaseModel] = {
                 seq=2,
                 record_id=REC,
                 version=1,
-                epistemic_state=EpistemicState.SAID,
-                lifecycle_state=LifecycleState.ACTIVE,
                 recorded_at=AT,
                 key_id="key_r",
                 sealed_content=b"\x04" * 40,
                 sealed_key=b"\x05" * 80,
             ),
-            LifecycleChange(seq=3, record_id=REC, lifecycle_state=LifecycleState.FORGOTTEN, at=AT),
-            KeyDestruction(
-                seq=4,
-                event_id=4,
+            RecordStateChange(
+                seq=3,
                 record_id=REC,
-                key_ids=["key_r", "key_e"],
+                lifecycle_state=LifecycleState.ACTIVE,
+                current_version=1,
+                usage_restriction=UsageRestriction(project="Renovation"),
+                superseded_by_record="rec_eeeeeeeeeeeeeeee",
+                conflicts_with=["rec_eeeeeeeeeeeeeeee"],
+                at=AT,
+            ),
+            ArtifactChange(
+                seq=4,
+                artifact_id="art_ffffffffffffffff",
+                derived_from=[REC],
+                created_at=AT,
+                key_id="key_a",
+                sealed_content=b"\x07" * 40,
+                sealed_key=b"\x08" * 80,
+            ),
+            ProjectChange(seq=5, project="Renovation", open=False, at=AT),
+            KeyDestruction(
+                seq=6,
+                event_id=6,
+                record_id=REC,
+                key_ids=["key_r", "key_e", "key_a"],
                 episode_ids=[EP],
+                artifact_ids=["art_ffffffffffffffff"],
                 destroyed_at=AT,
             ),
         ],
@@ -137,6 +242,8 @@ EXAMPLES: dict[str, BaseModel] = {
         has_more=False,
     ),
     "ack_request": AckRequest(event_ids=[4]),
+    "account_key_request": AccountKeyRequest(account_key=b"\x09" * 32),
+    "account_key_response": AccountKeyResponse(account_key=b"\x09" * 32),
     "ack_response": AckResponse(acknowledged=[4]),
     "pending_response": PendingResponse(
         forgets=[
