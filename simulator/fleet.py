@@ -7,8 +7,9 @@ transport seam, and reaches the cloud's stores only through the operator handle.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
+from datetime import datetime
 from pathlib import Path
 
 from device.agent import DeviceAgent
@@ -61,9 +62,12 @@ class DeviceHandle:
 class Fleet:
     """Users and their devices, each device a real agent in its own folder."""
 
-    def __init__(self, cloud: RunningCloud, root: Path) -> None:
+    def __init__(
+        self, cloud: RunningCloud, root: Path, *, clock: Callable[[], datetime] | None = None
+    ) -> None:
         self.cloud = cloud
         self.root = root
+        self.clock = clock
         self.users: dict[str, User] = {}
         self._unused_codes: dict[str, str] = {}
 
@@ -74,7 +78,15 @@ class Fleet:
         self._unused_codes[name] = code
         return user
 
-    def add_device(self, user: User, name: str, passphrase: str | None = None) -> DeviceHandle:
+    def add_device(
+        self,
+        user: User,
+        name: str,
+        passphrase: str | None = None,
+        *,
+        account_passphrase: str | None = None,
+    ) -> DeviceHandle:
+        """A new device of ``user``, enrolled (and holding the account key, if given)."""
         code = self._code_for(user)
         transport = SwitchableTransport()
         secret = passphrase or f"passphrase of {user.name}'s {name}"
@@ -84,8 +96,9 @@ class Fleet:
             device_name=name,
             cloud_url=self.cloud.url,
             transport=transport,
+            clock=self.clock,
         )
-        agent.enroll(code)
+        agent.enroll(code, account_passphrase=account_passphrase)
         handle = DeviceHandle(name, user, agent, transport, secret)
         user.devices.append(handle)
         return handle
