@@ -30,6 +30,7 @@ from cloud.service import CloudService
 from cloud.validation import describe
 from protocol.errors import MalformedCursor, UnsupportedProtocolVersion
 from protocol.messages import (
+    AccountKeyRequest,
     AckRequest,
     EnrollRequest,
     ErrorBody,
@@ -182,6 +183,12 @@ def create_app(config: CloudConfig) -> FastAPI:
         space_id, device_id = await who(request)
         req = _parse(AckRequest, await _read_object(request, max_bytes))
         return _json(await call(service.ack, space_id, device_id, req))
+
+    @app.post("/v1/account-key")
+    async def account_key(request: Request) -> Response:
+        space_id, device_id = await who(request)
+        req = _parse(AccountKeyRequest, await _read_object(request, max_bytes))
+        return _json(await call(service.register_account_key, space_id, device_id, req))
 
     @app.get("/v1/forgets/pending")
     async def pending(request: Request) -> Response:

@@ -56,6 +56,13 @@ class PullRequired(CloudError):
         )
 
 
+class AccountKeyMismatch(CloudError):
+    """A different account key is already registered for the space."""
+
+    status = 409
+    code = ErrorCode.ACCOUNT_KEY_MISMATCH
+
+
 class RequestTooLarge(CloudError):
     status = 413
     code = ErrorCode.REQUEST_TOO_LARGE

@@ -8,12 +8,15 @@ Invariants:
   ``memsync/1|<space>|dek|<key_id>|1``. Plain keys never reach the disk.
 - ``destroy`` deletes rows with ``secure_delete`` on and then truncates the WAL, so
   neither the file nor its WAL holds a destroyed wrapped key; it is idempotent.
+- The subject-index key of a space is derived from its space key (HMAC-SHA256), so
+  it exists only where the space key does; the record store sees only its hashes.
 
 ``KeyStore`` is the interface a KMS or Vault-like service could implement instead.
 """
 
 from __future__ import annotations
 
+import hmac
 import os
 import sqlite3
 import threading
@@ -47,6 +50,10 @@ class KeyStore(Protocol):
         ...
 
     def existing(self, key_ids: Iterable[str]) -> set[str]: ...
+
+    def index_key(self, space_id: str) -> bytes:
+        """The space's key for hashing subject-index entries (never stored in the clear)."""
+        ...
 
     def destroy(self, key_ids: Iterable[str]) -> None: ...
 
@@ -182,6 +189,13 @@ class SqliteKeyStore:
             ) from exc
         self._space_keys[space_id] = key
         return key
+
+    def index_key(self, space_id: str) -> bytes:
+        with self._lock:
+            space_key = self._space_key(space_id)
+        return hmac.new(
+            space_key, f"memsync/1|subject-index|{space_id}".encode(), "sha256"
+        ).digest()
 
     # --- data keys -------------------------------------------------------------------
 

@@ -6,11 +6,15 @@ Invariants:
 - A push is one transaction: receipts are stored with their effects, a replayed
   ``op_id`` gets ``duplicate`` and never a second effect, and a device with
   unacknowledged key destructions gets ``PullRequired`` with nothing applied.
-- Forgetting commits the skeleton and the key-destruction event first, then destroys
+- Every op is decided by ``protocol.rules.decide`` over facts read from the store
+  (``cloud.facts``), its effects are performed (``cloud.effects``) and its receipt
+  (``protocol.receipts``) stored, all in the push's one transaction.
+- Forgetting commits the skeletons and key-destruction events first, then destroys
   the keys; ``ensure_destroyed`` (run at start-up and after every push) finishes any
   destruction a crash interrupted.
-- Only sealed content carries text, sources and conversation ids; plain DEKs never
-  touch the record store.
+- Only sealed content carries text, sources, conversation ids, epistemic state and
+  areas; plain DEKs never touch the record store; status and "as of" answers carry
+  states, versions and times, never content.
 """
 
 from __future__ import annotations
@@ -19,16 +23,17 @@ import base64
 import hashlib
 import logging
 import re
-from collections.abc import Iterable
 from datetime import datetime, timedelta
 from pathlib import Path
-from typing import TypeVar
 
 from nacl.public import PublicKey, SealedBox
 from pydantic import ValidationError
 
+from cloud.changes import ChangeReader
 from cloud.config import CloudConfig
+from cloud.effects import EffectWriter
 from cloud.errors import (
+    AccountKeyMismatch,
     AlreadyExists,
     EnrollmentRefused,
     KeyStoreError,
@@ -36,25 +41,27 @@ from cloud.errors import (
     MalformedRequest,
     NotFound,
     PullRequired,
-    StoreError,
     Unauthorized,
 )
+from cloud.facts import FactsReader
 from cloud.keystore import SqliteKeyStore, open_key_store
+from cloud.status import AsOf, RecordState, as_of, record_state
 from cloud.store import SqlStore, open_store
-from cloud.store.base import ChangeRow, EpisodeRow, ForgetKey, StoreSession, VersionRow
+from cloud.store.base import StoreSession
 from cloud.validation import describe
-from protocol.errors import SealError
-from protocol.ids import RecordId, is_id, make_id
+from cloud.vault import Vault
+from protocol.ids import is_id, make_id
 from protocol.messages import (
+    AccountKeyRequest,
+    AccountKeyResponse,
     AckRequest,
     AckResponse,
+    AnyChange,
+    ArtifactChange,
     EnrollRequest,
     EnrollResponse,
-    Envelope,
     EpisodeChange,
-    EpisodeContent,
     ForgetStatus,
-    KeyDestruction,
     PendingDevice,
     PendingResponse,
     PullRequest,
@@ -63,51 +70,24 @@ from protocol.messages import (
     PushResponse,
     RecordVersionChange,
 )
-from protocol.model import EpistemicState, LifecycleState, RecordContent
 from protocol.operations import (
     OPERATION_ADAPTER,
-    AddEpisode,
-    ForgetPermanently,
     Receipt,
     ReceiptStatus,
     RefusalCode,
-    Remember,
 )
-from protocol.rules import (
-    Accept,
-    CreateEpisode,
-    CreateRecord,
-    EpisodeFacts,
-    Facts,
-    ForgetRecord,
-    RecordFacts,
-    decide,
-)
-from protocol.sealing import NONCE_BYTES, binding, open_sealed, seal
-from protocol.wire import UtcDatetime
+from protocol.receipts import duplicate_of, receipt_for
+from protocol.rules import Accept, decide
 
 log = logging.getLogger("memsync.cloud")
 
 ENROLLMENT_CODE_TTL = timedelta(hours=24)
 MAX_NAME_CHARS = 64
 PUBLIC_KEY_BYTES = 32
-_T = TypeVar("_T", EpisodeContent, RecordContent)
+ACCOUNT_KEY_BYTES = 32
 _CURSOR = re.compile(r"c1:(0|[1-9][0-9]{0,17})")
 
-
-class RecordState(Envelope):
-    """``GET /v1/records/{id}``: metadata of a live record, or a skeleton when forgotten.
-
-    A skeleton carries only ``id``, ``lifecycle_state`` and ``forgotten_at``. Content is
-    never answered in the clear; it travels sealed through pull.
-    """
-
-    id: RecordId
-    lifecycle_state: LifecycleState
-    forgotten_at: UtcDatetime | None = None
-    version: int | None = None
-    epistemic_state: EpistemicState | None = None
-    recorded_at: UtcDatetime | None = None
+__all__ = ["AsOf", "CloudService", "RecordState", "decode_cursor", "encode_cursor"]
 
 
 def _hash(secret: str) -> str:
@@ -154,6 +134,7 @@ class CloudService:
         except BaseException:
             self.store.close()
             raise
+        self.vault = Vault(self.key_store, config.random_bytes)
         self.ensure_destroyed()
 
     @property
@@ -200,6 +181,7 @@ class CloudService:
         return base64.b32encode(self._random(20)).decode("ascii").lower()
 
     def enroll(self, req: EnrollRequest) -> EnrollResponse:
+        """Enroll a device; the answer carries the space's account key, if registered."""
         if len(req.public_key) != PUBLIC_KEY_BYTES:
             raise MalformedRequest(
                 f"field 'public_key': an X25519 public key is {PUBLIC_KEY_BYTES} bytes, "
@@ -224,7 +206,37 @@ class CloudService:
             s.add_device(
                 row.space_id, device_id, req.device_name, req.public_key, _hash(credential), now
             )
-        return EnrollResponse(device_id=device_id, space_id=row.space_id, credential=credential)
+            account_key = s.account_key(row.space_id)
+        return EnrollResponse(
+            device_id=device_id,
+            space_id=row.space_id,
+            credential=credential,
+            account_key=account_key,
+        )
+
+    def register_account_key(
+        self, space_id: str, device_id: str, req: AccountKeyRequest
+    ) -> AccountKeyResponse:
+        """Register the account's verify key: the first sets it, the same key again is a
+        no-op, a different one is refused (``AccountKeyMismatch``)."""
+        if len(req.account_key) != ACCOUNT_KEY_BYTES:
+            raise MalformedRequest(
+                f"field 'account_key': an Ed25519 verify key is {ACCOUNT_KEY_BYTES} bytes, "
+                f"got {len(req.account_key)}"
+            )
+        with self.store.session(space_id, lock=True) as s:
+            if s.device(space_id, device_id) is None:
+                raise Unauthorized(f"device {device_id} is not enrolled in this space")
+            registered = s.account_key(space_id)
+            if registered is None:
+                s.set_account_key(space_id, req.account_key)
+                registered = req.account_key
+            elif registered != req.account_key:
+                raise AccountKeyMismatch(
+                    f"space {space_id} already has a different account key registered; "
+                    "the account passphrase is not this account's (nothing was changed)"
+                )
+        return AccountKeyResponse(account_key=registered)
 
     def authenticate(self, credential: str) -> tuple[str, str]:
         """``(space_id, device_id)`` of a device credential; ``Unauthorized`` otherwise."""
@@ -278,17 +290,7 @@ class CloudService:
         if op_id is not None:
             stored = s.receipt(space_id, op_id)
             if stored is not None:
-                original = Receipt.model_validate_json(stored)
-                return Receipt(
-                    index=index,
-                    op_id=op_id,
-                    status=ReceiptStatus.DUPLICATE,
-                    original_status=original.status,
-                    code=original.code,
-                    reason=original.reason,
-                    record_id=original.record_id,
-                    applied_at=original.applied_at,
-                )
+                return duplicate_of(Receipt.model_validate_json(stored), index)
         try:
             op = OPERATION_ADAPTER.validate_python(raw)
         except ValidationError as exc:
@@ -303,181 +305,15 @@ class CloudService:
             if op_id is not None:
                 s.put_receipt(space_id, op_id, device_id, receipt.model_dump_json(), now)
             return receipt
-
-        record_id = None if isinstance(op, AddEpisode) else op.record_id
-        decision = decide(op, self._facts(s, space_id, op))
+        decision = decide(op, FactsReader(s, self.vault, space_id).facts(op))
         if isinstance(decision, Accept):
-            effect = decision.effect
-            if isinstance(effect, CreateEpisode):
-                assert isinstance(op, AddEpisode)
-                self._create_episode(s, space_id, device_id, op, now)
-            elif isinstance(effect, CreateRecord):
-                assert isinstance(op, Remember)
-                self._create_record(s, space_id, device_id, op, effect, now)
-            else:
-                assert isinstance(effect, ForgetRecord)
-                self._forget(s, space_id, effect.record_id, now)
-            receipt = Receipt(
-                index=index,
-                op_id=op.op_id,
-                status=ReceiptStatus.APPLIED,
-                record_id=record_id,
-                applied_at=now,
-            )
-        else:
-            receipt = Receipt(
-                index=index,
-                op_id=op.op_id,
-                status=ReceiptStatus.REFUSED,
-                code=decision.code,
-                reason=decision.reason,
-                record_id=record_id,
-            )
+            writer = EffectWriter(s, self.vault, space_id, device_id, now)
+            for effect in decision.effects:
+                writer.perform(op, effect)
+            writer.finish()
+        receipt = receipt_for(index, op, decision, now)
         s.put_receipt(space_id, op.op_id, device_id, receipt.model_dump_json(), now)
         return receipt
-
-    def _facts(
-        self, s: StoreSession, space_id: str, op: AddEpisode | Remember | ForgetPermanently
-    ) -> Facts:
-        if isinstance(op, AddEpisode):
-            # only existence matters to ``decide`` here (an episode is written once, even
-            # after its content was forgotten), so the content is not opened
-            rows = s.episodes(space_id, [op.episode_id])
-            return Facts(episodes={e: EpisodeFacts(e, "", "") for e in rows})
-        row = s.record(space_id, op.record_id)
-        record = (
-            None
-            if row is None
-            else RecordFacts(row.record_id, LifecycleState(row.lifecycle), row.current_version)
-        )
-        if isinstance(op, ForgetPermanently):
-            return Facts(record=record)
-        return Facts(
-            record=record, episodes=self._open_episodes(s, space_id, op.source_episode_ids)
-        )
-
-    def _open_episodes(
-        self, s: StoreSession, space_id: str, episode_ids: Iterable[str]
-    ) -> dict[str, EpisodeFacts]:
-        """The episodes whose content is still readable, opened with their keys."""
-        rows = s.episodes(space_id, episode_ids)
-        gone = s.forgotten_key_ids(space_id, [r.key_id for r in rows.values()])
-        out: dict[str, EpisodeFacts] = {}
-        for episode_id, row in rows.items():
-            if row.key_id in gone:
-                continue
-            dek = self.key_store.data_key(space_id, row.key_id)
-            if dek is None:
-                continue
-            content = self._open(
-                dek, row.sealed_content, space_id, "episode", episode_id, 1, EpisodeContent
-            )
-            out[episode_id] = EpisodeFacts(episode_id, content.conversation_id, content.text)
-        return out
-
-    @staticmethod
-    def _open(
-        dek: bytes, sealed: bytes, space: str, kind: str, item: str, version: int, model: type[_T]
-    ) -> _T:
-        try:
-            return model.model_validate_json(
-                open_sealed(dek, sealed, binding(space, kind, item, version))
-            )
-        except (SealError, ValidationError) as exc:
-            raise StoreError(f"{kind} {item} v{version} of {space} does not open: {exc}") from exc
-
-    def _seal(
-        self, dek: bytes, plaintext: bytes, space: str, kind: str, item: str, v: int
-    ) -> bytes:
-        return seal(dek, self._random(NONCE_BYTES), plaintext, binding(space, kind, item, v))
-
-    def _create_episode(
-        self, s: StoreSession, space_id: str, device_id: str, op: AddEpisode, now: datetime
-    ) -> None:
-        key_id, dek = self.key_store.create_data_key(space_id)
-        content = EpisodeContent(conversation_id=op.conversation_id, text=op.text)
-        sealed = self._seal(
-            dek, content.model_dump_json().encode(), space_id, "episode", op.episode_id, 1
-        )
-        s.insert_episode(space_id, EpisodeRow(op.episode_id, op.typed_at, key_id, sealed))
-        seq = s.allocate_seq(space_id)
-        s.add_change(space_id, ChangeRow(seq, "episode", None, None, op.episode_id, None, now))
-        s.add_holdings(space_id, device_id, [("episode", op.episode_id)])
-
-    def _create_record(
-        self,
-        s: StoreSession,
-        space_id: str,
-        device_id: str,
-        op: Remember,
-        effect: CreateRecord,
-        now: datetime,
-    ) -> None:
-        key_id, dek = self.key_store.create_data_key(space_id)
-        content = RecordContent(
-            text=op.text,
-            source_episode_ids=list(op.source_episode_ids),
-            conversation_id=op.conversation_id,
-        )
-        sealed = self._seal(
-            dek,
-            content.model_dump_json().encode(),
-            space_id,
-            "record",
-            op.record_id,
-            effect.version,
-        )
-        s.insert_record(space_id, op.record_id, effect.lifecycle_state.value, effect.version, now)
-        s.insert_version(
-            space_id,
-            VersionRow(
-                op.record_id,
-                effect.version,
-                None,
-                effect.epistemic_state.value,
-                now,
-                key_id,
-                sealed,
-            ),
-        )
-        seq = s.allocate_seq(space_id)
-        s.add_change(
-            space_id,
-            ChangeRow(seq, "record_version", op.record_id, effect.version, None, None, now),
-        )
-        s.add_holdings(space_id, device_id, [("record", op.record_id)])
-
-    def _forget(self, s: StoreSession, space_id: str, record_id: str, now: datetime) -> None:
-        keys: list[ForgetKey] = []
-        sources: set[str] = set()
-        for version in s.versions(space_id, record_id):
-            keys.append(ForgetKey(version.key_id, None))
-            dek = self.key_store.data_key(space_id, version.key_id)
-            if dek is None:
-                log.error(
-                    "record %s v%d of %s has no data key; its source episodes cannot be read",
-                    record_id,
-                    version.version,
-                    space_id,
-                )
-                continue
-            content = self._open(
-                dek,
-                version.sealed_content,
-                space_id,
-                "record",
-                record_id,
-                version.version,
-                RecordContent,
-            )
-            sources.update(content.source_episode_ids)
-        episodes = s.episodes(space_id, sources)
-        keys.extend(ForgetKey(row.key_id, eid) for eid, row in sorted(episodes.items()))
-        seq = s.allocate_seq(space_id)
-        s.mark_forgotten(space_id, record_id, now)
-        s.add_change(space_id, ChangeRow(seq, "key_destruction", record_id, None, None, seq, now))
-        holders = s.holders(space_id, [("record", record_id), *(("episode", e) for e in sources)])
-        s.add_forget_event(space_id, seq, record_id, now, keys, holders)
 
     def ensure_destroyed(self) -> int:
         """Destroy the keys of every committed forget whose keys may remain. Idempotent.
@@ -517,11 +353,11 @@ class CloudService:
             rows = s.changes_after(space_id, after, req.limit + 1)
             has_more = len(rows) > req.limit
             rows = rows[: req.limit]
-            box = SealedBox(PublicKey(device.public_key))
-            changes: list[RecordVersionChange | EpisodeChange | KeyDestruction] = []
+            reader = ChangeReader(s, self.vault, space_id, SealedBox(PublicKey(device.public_key)))
+            changes: list[AnyChange] = []
             held: list[tuple[str, str]] = []
             for row in rows:
-                change = self._change(s, space_id, row, box)
+                change = reader.read(row)
                 if change is None:
                     continue
                 changes.append(change)
@@ -529,71 +365,12 @@ class CloudService:
                     held.append(("record", change.record_id))
                 elif isinstance(change, EpisodeChange):
                     held.append(("episode", change.episode_id))
+                elif isinstance(change, ArtifactChange):
+                    held.append(("artifact", change.artifact_id))
             s.add_holdings(space_id, device_id, held)
             s.touch_device(space_id, device_id, now)
         cursor = encode_cursor(rows[-1].seq if rows else after)
         return PullResponse(changes=changes, cursor=cursor, has_more=has_more)
-
-    def _change(
-        self, s: StoreSession, space_id: str, row: ChangeRow, box: SealedBox[PublicKey]
-    ) -> RecordVersionChange | EpisodeChange | KeyDestruction | None:
-        if row.kind == "record_version":
-            assert row.record_id is not None and row.version is not None
-            record = s.record(space_id, row.record_id)
-            version = s.version(space_id, row.record_id, row.version)
-            if record is None or version is None:
-                raise StoreError(f"change {row.seq} of {space_id} names a missing record version")
-            if record.lifecycle == LifecycleState.FORGOTTEN.value:
-                return None
-            if s.forgotten_key_ids(space_id, [version.key_id]):
-                return None
-            dek = self.key_store.data_key(space_id, version.key_id)
-            if dek is None:
-                return None
-            return RecordVersionChange(
-                seq=row.seq,
-                record_id=version.record_id,
-                version=version.version,
-                supersedes=version.supersedes,
-                epistemic_state=EpistemicState(version.epistemic_state),
-                lifecycle_state=LifecycleState(record.lifecycle),
-                recorded_at=version.recorded_at,
-                key_id=version.key_id,
-                sealed_content=version.sealed_content,
-                sealed_key=box.encrypt(dek),
-            )
-        if row.kind == "episode":
-            assert row.episode_id is not None
-            episode = s.episodes(space_id, [row.episode_id]).get(row.episode_id)
-            if episode is None:
-                raise StoreError(f"change {row.seq} of {space_id} names a missing episode")
-            if s.forgotten_key_ids(space_id, [episode.key_id]):
-                return None
-            dek = self.key_store.data_key(space_id, episode.key_id)
-            if dek is None:
-                return None
-            return EpisodeChange(
-                seq=row.seq,
-                episode_id=episode.episode_id,
-                typed_at=episode.typed_at,
-                key_id=episode.key_id,
-                sealed_content=episode.sealed_content,
-                sealed_key=box.encrypt(dek),
-            )
-        if row.kind == "key_destruction":
-            assert row.event_id is not None
-            ev = s.forget_event(space_id, row.event_id)
-            if ev is None:
-                raise StoreError(f"change {row.seq} of {space_id} names a missing forget event")
-            return KeyDestruction(
-                seq=row.seq,
-                event_id=ev.event_id,
-                record_id=ev.record_id,
-                key_ids=[k.key_id for k in ev.keys],
-                episode_ids=sorted({k.episode_id for k in ev.keys if k.episode_id}),
-                destroyed_at=ev.forgotten_at,
-            )
-        raise StoreError(f"change {row.seq} of {space_id} has unknown kind {row.kind!r}")
 
     def ack(self, space_id: str, device_id: str, req: AckRequest) -> AckResponse:
         acknowledged = list(dict.fromkeys(req.event_ids))
@@ -616,21 +393,11 @@ class CloudService:
         )
 
     def record_status(self, space_id: str, record_id: str) -> RecordState:
+        """A live record's state (no content), or its skeleton when forgotten."""
         with self.store.session(space_id) as s:
-            row = s.record(space_id, record_id)
-            version = None if row is None else s.version(space_id, record_id, row.current_version)
-        if row is None:
-            raise NotFound(f"record {record_id} does not exist in this space")
-        if row.lifecycle == LifecycleState.FORGOTTEN.value:
-            return RecordState(
-                id=row.record_id,
-                lifecycle_state=LifecycleState.FORGOTTEN,
-                forgotten_at=row.forgotten_at,
-            )
-        return RecordState(
-            id=row.record_id,
-            lifecycle_state=LifecycleState(row.lifecycle),
-            version=row.current_version,
-            epistemic_state=None if version is None else EpistemicState(version.epistemic_state),
-            recorded_at=None if version is None else version.recorded_at,
-        )
+            return record_state(s, space_id, record_id)
+
+    def as_of(self, space_id: str, record_id: str, when: datetime) -> AsOf:
+        """The version and lifecycle that were current at ``when`` (no content)."""
+        with self.store.session(space_id) as s:
+            return as_of(s, space_id, record_id, when)

@@ -4,7 +4,21 @@ from __future__ import annotations
 
 from pydantic import ValidationError
 
-_KINDS = {"add_episode", "remember", "forget_permanently"}
+_KINDS = {
+    "add_episode",
+    "remember",
+    "correct",
+    "dont_use",
+    "use_again",
+    "restrict_usage",
+    "confirm",
+    "reaffirm",
+    "forget_permanently",
+    "forget_area",
+    "infer",
+    "add_artifact",
+    "set_project",
+}
 
 
 def describe(exc: ValidationError, *, limit: int = 3) -> str:

@@ -2,10 +2,15 @@
 
 Invariants:
 - Every local operation is decided by ``protocol.rules.decide`` on facts read from
-  this device's store (never the caller's claim) and, when accepted, is applied and
-  queued in ONE local transaction; a refusal raises ``Refused`` and changes nothing.
-- Text lives in one place: sealed in its record version or episode; queued ops carry
-  no text, recall words are derived and shredded with the record.
+  this device's store (never the caller's claim) and, when accepted, is applied,
+  queued and its receipt stored in ONE local transaction (``device.local``); a
+  refusal raises ``Refused`` (with the refusal receipt) and changes nothing.
+- Who started an op is set here, not by the caller: the user's controls are
+  ``user``; ``infer`` and ``add_artifact`` are the assistant's.
+- Text lives in one place: sealed in its record version, episode or artifact; queued
+  ops carry no text; derived rows are shredded with what they came from.
+- In temporary mode nothing is written at all: every write raises ``TemporaryMode``
+  before touching the store; reads work.
 - Recall re-checks every index hit against the record's authoritative state.
 - All network traffic goes through ``device.client.CloudClient`` (one transport seam);
   time and randomness come from the injected ``clock`` and ``random_bytes``.
@@ -14,7 +19,7 @@ Invariants:
 from __future__ import annotations
 
 import secrets
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -22,7 +27,7 @@ from typing import Any
 import httpx
 from pydantic import ValidationError
 
-from device import keys, shred, store
+from device import account, catalog, keys, reading, retrieval, store
 from device.client import CloudClient
 from device.db import DB_FILENAME, Database
 from device.errors import (
@@ -31,25 +36,54 @@ from device.errors import (
     NoCloud,
     NotEnrolled,
     Refused,
+    ServerRefused,
+    TemporaryMode,
 )
+from device.facts import episode_facts
+from device.local import apply_local
 from device.migrations import migrate
 from device.sync import SyncSession
-from device.views import LocalResult, RecallHit, RecordView, SyncReport
+from device.views import LocalResult, RecallHit, RecordView, SyncReport, VersionView
+from protocol import strongauth
 from protocol.errors import SealError
 from protocol.ids import make_id
-from protocol.messages import EnrollRequest, EnrollResponse, EpisodeContent
-from protocol.model import EpistemicState, LifecycleState, RecordContent
-from protocol.operations import AddEpisode, ForgetPermanently, RefusalCode, Remember
-from protocol.presentation import present
-from protocol.recall import score, words
-from protocol.rules import (
-    Accept,
-    CreateRecord,
-    EpisodeFacts,
-    Facts,
-    RecordFacts,
-    Refuse,
-    decide,
+from protocol.messages import (
+    AccountKeyRequest,
+    AccountKeyResponse,
+    EnrollRequest,
+    EnrollResponse,
+    ErrorCode,
+)
+from protocol.model import (
+    ArtifactKind,
+    ContentType,
+    CustomType,
+    Initiator,
+    Layer,
+    LifeArea,
+    LifecycleState,
+    RecordContent,
+    Sensitivity,
+    TimeKind,
+    UsageRestriction,
+)
+from protocol.operations import (
+    AddArtifact,
+    AddEpisode,
+    AnyOperation,
+    Confirm,
+    Correct,
+    DontUse,
+    ForgetArea,
+    ForgetPermanently,
+    Infer,
+    Reaffirm,
+    Receipt,
+    RefusalCode,
+    Remember,
+    RestrictUsage,
+    SetProject,
+    UseAgain,
 )
 from protocol.sentences import check_said
 
@@ -87,6 +121,7 @@ class DeviceAgent:
         self._clock = clock or _system_clock
         self._random = random_bytes or secrets.token_bytes
         self._client: CloudClient | None = None
+        self._temporary = False
 
     # --- lifecycle -------------------------------------------------------------------
 
@@ -144,8 +179,10 @@ class DeviceAgent:
         db = Database.open_existing(directory / DB_FILENAME, passphrase)
         agent = cls(db, directory, transport=transport, clock=clock, random_bytes=random_bytes)
         try:
-            migrate(db, agent._now())
+            ran = migrate(db, agent._now())
             store.get_meta(db)
+            if 2 in ran and 1 not in ran:
+                catalog.backfill_v2(db, agent._now())
         except BaseException:
             db.close()
             raise
@@ -216,14 +253,34 @@ class DeviceAgent:
         self._client.credential = store.get_meta(self._db).credential
         return self._client
 
-    def _seal(self, kind: str, item_id: str, version: int, plain: bytes) -> keys.SealedItem:
-        space = store.get_meta(self._db).binding_space
-        return keys.seal_new(self._random, space, kind, item_id, version, plain)
+    def _writable(self, what: str) -> None:
+        if self._temporary:
+            raise TemporaryMode(what)
 
-    # --- enrollment ------------------------------------------------------------------
+    # --- temporary mode --------------------------------------------------------------
 
-    def enroll(self, code: str, cloud_url: str | None = None) -> str:
-        """Enroll this device with a one-time code; returns the device id."""
+    @property
+    def temporary_mode(self) -> bool:
+        """While on, nothing is written: no episode, record, queue row, receipt, history."""
+        return self._temporary
+
+    def set_temporary_mode(self, on: bool) -> None:
+        """Turn temporary mode on or off (kept in memory only: turning it on writes nothing)."""
+        self._temporary = bool(on)
+
+    # --- enrollment and the account key ----------------------------------------------
+
+    def enroll(
+        self, code: str, cloud_url: str | None = None, *, account_passphrase: str | None = None
+    ) -> str:
+        """Enroll this device with a one-time code; returns the device id.
+
+        The account key is derived from the passphrase AND the space id, which is only
+        known from the enrollment answer; so it is registered right after enrolling
+        (``register_account``). If that step fails, the enrollment stands and
+        ``register_account`` can be called again.
+        """
+        self._writable("enrollment")
         meta = store.get_meta(self._db)
         if meta.device_id is not None:
             raise AlreadyEnrolled(
@@ -246,243 +303,354 @@ class DeviceAgent:
                 credential=response.credential,
                 cloud_url=client.base_url,
             )
+            if response.account_key is not None:
+                store.set_account_key(self._db, response.account_key)
         client.credential = response.credential
+        if account_passphrase is not None:
+            self.register_account(account_passphrase)
         return response.device_id
+
+    def register_account(self, account_passphrase: str) -> None:
+        """Derive the account key (passphrase + space id) and register it with the cloud;
+        a key already registered must match (else the passphrase is wrong)."""
+        self._writable("registering the account key")
+        meta = store.get_meta(self._db)
+        if meta.space_id is None or meta.credential is None:
+            raise NotEnrolled(
+                f"device {meta.device_name!r} is not enrolled; the account key needs the "
+                "space id, so enroll first"
+            )
+        if not account_passphrase:
+            raise Refused(RefusalCode.STRONG_AUTH_REQUIRED.value, "the account passphrase is empty")
+        if meta.account_key is not None:
+            account.signing_key(account_passphrase, meta.space_id, meta.account_key)
+            return  # already registered, and the passphrase matches it
+        derived = strongauth.account_verify_key(account_passphrase, meta.space_id)
+        try:
+            response = self._cloud().post(
+                "/v1/account-key", AccountKeyRequest(account_key=derived), AccountKeyResponse
+            )
+        except ServerRefused as exc:
+            if exc.code == ErrorCode.ACCOUNT_KEY_MISMATCH.value:
+                raise Refused(
+                    RefusalCode.STRONG_AUTH_REQUIRED.value,
+                    f"the account passphrase does not match the account key already "
+                    f"registered for space {meta.space_id}; nothing was stored",
+                ) from exc
+            raise
+        with self._db.atomic():
+            store.set_account_key(self._db, response.account_key)
+
+    @property
+    def account_key(self) -> bytes | None:
+        return store.get_meta(self._db).account_key
 
     # --- local operations ------------------------------------------------------------
 
-    def say(self, text: str, conversation_id: str) -> str:
-        """Log what the user typed as an episode; queue ``add_episode``; return its id."""
-        episode_id = self._id("ep")
-        op_id = self._id("op")
-        typed_at = self._now_dt()
+    def apply_operation(self, op: AnyOperation) -> LocalResult:
+        """Apply a ready-made operation locally and queue it (the API methods build theirs
+        and come through here). Raises ``Refused`` with the refusal receipt."""
+        self._writable(f"operation {op.kind} {op.op_id}")
+        return apply_local(self._db, op, now=self._now_dt(), random_bytes=self._random)
+
+    def _build(self, kind: str, item_id: str, build: Callable[[], AnyOperation]) -> AnyOperation:
         try:
-            op = AddEpisode(
-                op_id=op_id,
+            return build()
+        except ValidationError as exc:
+            raise _invalid(kind, item_id, exc) from exc
+
+    def say(self, text: str, conversation_id: str) -> str:
+        """Log what the user typed as an episode; queue ``add_episode``; return its id.
+
+        In temporary mode this raises ``TemporaryMode`` and nothing is logged.
+        """
+        self._writable("logging what you typed")
+        episode_id = self._id("ep")
+        typed_at = self._now_dt()
+        op = self._build(
+            "episode",
+            episode_id,
+            lambda: AddEpisode(
+                op_id=self._id("op"),
+                made_at=typed_at,
+                initiated_by=Initiator.USER,
                 episode_id=episode_id,
                 conversation_id=conversation_id,
                 text=text,
                 typed_at=typed_at,
-            )
-            content = EpisodeContent(conversation_id=conversation_id, text=text)
-        except ValidationError as exc:
-            raise _invalid("episode", episode_id, exc) from exc
-        decision = decide(op, Facts(episodes={}))
-        if isinstance(decision, Refuse):
-            raise Refused(decision.code.value, decision.reason)
-        sealed = self._seal("episode", episode_id, 1, content.model_dump_json().encode())
-        with self._db.atomic():
-            store.put_key(self._db, sealed.key_id, sealed.dek, "local")
-            store.insert_episode(
-                self._db,
-                episode_id=episode_id,
-                conversation_id=conversation_id,
-                typed_at=op.typed_at.isoformat(),
-                bound_space=store.get_meta(self._db).binding_space,
-                key_id=sealed.key_id,
-                sealed=sealed.sealed,
-                sync_state="pending",
-            )
-            store.enqueue(
-                self._db,
-                op_id=op_id,
-                kind=op.kind,
-                record_id=None,
-                episode_id=episode_id,
-                op_json=op.model_dump_json(exclude={"text"}),
-                queued_at=self._now(),
-            )
+            ),
+        )
+        self.apply_operation(op)
         return episode_id
 
-    def _conversation_facts(self, conversation_id: str) -> dict[str, EpisodeFacts]:
-        facts: dict[str, EpisodeFacts] = {}
-        for row in store.conversation_episodes(self._db, conversation_id):
-            try:
-                content = store.open_episode(self._db, row)
-            except (LookupError, SealError):
-                continue
-            facts[row["episode_id"]] = EpisodeFacts(
-                row["episode_id"], content.conversation_id, content.text
-            )
-        return facts
-
-    def remember(self, text: str, conversation_id: str) -> LocalResult:
-        """Keep one whole sentence the user typed in this conversation as a said record."""
-        record_id = self._id("rec")
-        op_id = self._id("op")
-        made_at = self._now_dt()
-        episodes = self._conversation_facts(conversation_id)
-        if not episodes:
+    def _sources(self, record_id: str, text: str, conversation_id: str) -> list[str]:
+        """The conversation's episodes holding the sentence (else all, so ``decide``
+        names the reason: fragment, paraphrase, several sentences)."""
+        held = [
+            (row["episode_id"], f)
+            for row in store.conversation_episodes(self._db, conversation_id)
+            if (f := episode_facts(self._db, row["episode_id"])) is not None
+        ]
+        if not held:
             raise Refused(
                 RefusalCode.NOT_SAID.value,
                 f"record {record_id} refused: {text!r} is not a sentence the user typed; "
                 f"this device holds nothing typed in conversation {conversation_id!r}",
             )
-        sources = [e for e, f in episodes.items() if check_said(text, [f.text]).ok]
-        if not sources:  # let decide name the reason (fragment, paraphrase, ...)
-            sources = list(episodes)[-MAX_SOURCES:]
-        sources = sources[:MAX_SOURCES]
-        try:
-            op = Remember(
-                op_id=op_id,
+        sources = [e for e, f in held if check_said(text, [f.text]).ok]
+        return (sources or [e for e, _ in held][-MAX_SOURCES:])[:MAX_SOURCES]
+
+    def remember(
+        self,
+        text: str,
+        conversation_id: str,
+        *,
+        content_type: ContentType = ContentType.PERSONAL_FACT,
+        custom_type: CustomType | None = None,
+        layer: Layer = Layer.CONSOLIDATED_FACT,
+        time_kind: TimeKind = TimeKind.PERMANENT,
+        valid_from: datetime | None = None,
+        valid_until: datetime | None = None,
+        expected_end: datetime | None = None,
+        life_areas: Sequence[LifeArea] = (LifeArea.GENERAL,),
+        project: str | None = None,
+        sensitivity: Sensitivity = Sensitivity.NORMAL,
+        subject: str | None = None,
+    ) -> LocalResult:
+        """Keep one whole sentence the user typed in this conversation as a said record."""
+        self._writable("remembering")
+        record_id = self._id("rec")
+        sources = self._sources(record_id, text, conversation_id)
+        op = self._build(
+            "record",
+            record_id,
+            lambda: Remember(
+                op_id=self._id("op"),
+                made_at=self._now_dt(),
+                initiated_by=Initiator.USER,
                 record_id=record_id,
                 text=text,
                 conversation_id=conversation_id,
                 source_episode_ids=sources,
-                made_at=made_at,
-            )
-            content = RecordContent(
-                text=text, source_episode_ids=sources, conversation_id=conversation_id
+                content_type=content_type,
+                custom_type=custom_type,
+                layer=layer,
+                time_kind=time_kind,
+                valid_from=valid_from,
+                valid_until=valid_until,
+                expected_end=expected_end,
+                life_areas=list(life_areas),
+                project=project,
+                sensitivity=sensitivity,
+                subject=subject,
+            ),
+        )
+        return self.apply_operation(op)
+
+    def correct(self, record_id: str, text: str, conversation_id: str) -> LocalResult:
+        """ "That's wrong": a new version in the user's own words (a whole typed sentence of
+        that conversation); the old version stays in the chain, no longer active."""
+        self._writable("correcting")
+        sources = self._sources(record_id, text, conversation_id)
+        op = self._build(
+            "correction of record",
+            record_id,
+            lambda: Correct(
+                op_id=self._id("op"),
+                made_at=self._now_dt(),
+                initiated_by=Initiator.USER,
+                record_id=record_id,
+                text=text,
+                conversation_id=conversation_id,
+                source_episode_ids=sources,
+            ),
+        )
+        return self.apply_operation(op)
+
+    def _record_op(self, cls: Any, record_id: str, **fields: Any) -> LocalResult:
+        self._writable(f"{cls.model_fields['kind'].default} on record {record_id}")
+        initiated = fields.pop("initiated_by", Initiator.USER)
+        op = self._build(
+            f"{cls.model_fields['kind'].default} of record",
+            repr(record_id),
+            lambda: cls(
+                op_id=self._id("op"),
+                made_at=self._now_dt(),
+                initiated_by=initiated,
+                record_id=record_id,
+                **fields,
+            ),
+        )
+        return self.apply_operation(op)
+
+    def dont_use(self, record_id: str) -> LocalResult:
+        """ "Know it, but don't use it": excluded from retrieval; reversible."""
+        return self._record_op(DontUse, record_id)
+
+    def use_again(self, record_id: str) -> LocalResult:
+        return self._record_op(UseAgain, record_id)
+
+    def restrict_usage(
+        self, record_id: str, *, area: LifeArea | None = None, project: str | None = None
+    ) -> LocalResult:
+        """ "Only use for X" (one area or one project); both None lifts the restriction."""
+        self._writable(f"restrict_usage on record {record_id}")
+        try:
+            restriction = (
+                None
+                if area is None and project is None
+                else UsageRestriction(area=area, project=project)
             )
         except ValidationError as exc:
-            raise _invalid("record", record_id, exc) from exc
-        decision = decide(op, Facts(record=None, episodes={e: episodes[e] for e in sources}))
-        if isinstance(decision, Refuse):
-            raise Refused(decision.code.value, decision.reason)
-        assert isinstance(decision, Accept) and isinstance(decision.effect, CreateRecord)
-        effect = decision.effect
-        sealed = self._seal("record", record_id, effect.version, content.model_dump_json().encode())
-        with self._db.atomic():
-            store.put_key(self._db, sealed.key_id, sealed.dek, "local")
-            store.insert_record(
-                self._db,
-                record_id=record_id,
-                lifecycle=effect.lifecycle_state.value,
-                current_version=effect.version,
-                sync_state="pending",
-            )
-            store.insert_version(
-                self._db,
-                record_id=record_id,
-                version=effect.version,
-                supersedes=None,
-                epistemic_state=effect.epistemic_state.value,
-                recorded_at=op.made_at.isoformat(),
-                bound_space=store.get_meta(self._db).binding_space,
-                key_id=sealed.key_id,
-                sealed=sealed.sealed,
-            )
-            store.index_words(self._db, record_id, text)
-            store.enqueue(
-                self._db,
-                op_id=op_id,
-                kind=op.kind,
-                record_id=record_id,
-                episode_id=None,
-                op_json=op.model_dump_json(exclude={"text"}),
-                queued_at=self._now(),
-            )
-        return LocalResult(record_id=record_id, op_id=op_id)
+            raise _invalid("usage restriction of record", record_id, exc) from exc
+        return self._record_op(RestrictUsage, record_id, restriction=restriction)
+
+    def confirm(self, record_id: str) -> LocalResult:
+        """The user confirms a candidate: it becomes active and verified."""
+        return self._record_op(Confirm, record_id)
+
+    def reaffirm(
+        self, record_id: str, still_true: bool, expected_end: datetime | None = None
+    ) -> LocalResult:
+        """The answer to "Still doing this?" for a "for now" record."""
+        return self._record_op(
+            Reaffirm, record_id, still_true=still_true, expected_end=expected_end
+        )
 
     def forget_permanently(self, record_id: str) -> LocalResult:
-        """Shred the record's keys and derived rows at once; queue ``forget_permanently``."""
+        """Shred the record, its source episodes and everything derived from it at once;
+        queue ``forget_permanently``. Cannot be undone."""
+        return self._record_op(ForgetPermanently, record_id)
+
+    def forget_area(self, area: LifeArea | None, account_passphrase: str) -> LocalResult:
+        """Forget a whole life area (None: all memory) permanently. Needs the account
+        passphrase, checked here against the stored account key; always the user's."""
+        what = f"forgetting {area.value if area else 'all memory'}"
+        self._writable(what)
+        meta = store.get_meta(self._db)
+        key = account.signing_key(account_passphrase, meta.space_id, meta.account_key)
+        assert meta.space_id is not None
         op_id = self._id("op")
-        made_at = self._now_dt()
-        try:
-            op = ForgetPermanently(op_id=op_id, record_id=record_id, made_at=made_at)
-        except ValidationError as exc:
-            raise _invalid("forget of record", repr(record_id), exc) from exc
-        row = store.record_row(self._db, record_id)
-        facts = Facts(
-            record=None
-            if row is None
-            else RecordFacts(
-                record_id, LifecycleState(row["lifecycle"]), int(row["current_version"] or 0)
-            )
-        )
-        decision = decide(op, facts)
-        if isinstance(decision, Refuse):
-            raise Refused(decision.code.value, decision.reason)
-        forgotten_at = op.made_at.isoformat()
-        with self._db.atomic():
-            shred.shred_record(self._db, record_id, forgotten_at=forgotten_at, sync_state="pending")
-            store.enqueue(
-                self._db,
+        area_name = area.value if area else None
+        op = self._build(
+            "forget of area",
+            repr(area_name),
+            lambda: ForgetArea(
                 op_id=op_id,
-                kind=op.kind,
-                record_id=record_id,
-                episode_id=None,
-                op_json=op.model_dump_json(),
-                queued_at=self._now(),
-            )
-        self._db.checkpoint()
-        return LocalResult(record_id=record_id, op_id=op_id, forgotten_at=forgotten_at)
+                made_at=self._now_dt(),
+                initiated_by=Initiator.USER,
+                area=area,
+                proof=account.proof(key, str(meta.space_id), op_id, area_name),
+            ),
+        )
+        return self.apply_operation(op)
+
+    def infer(self, content: RecordContent, *, record_id: str | None = None) -> LocalResult:
+        """A record the assistant (or consolidator) derived: observed, inferred or
+        hypothesis, never "said". External content stays a candidate."""
+        self._writable("writing an inferred record")
+        rid = record_id or self._id("rec")
+        op = self._build(
+            "inferred record",
+            rid,
+            lambda: Infer(
+                op_id=self._id("op"),
+                made_at=self._now_dt(),
+                initiated_by=Initiator.ASSISTANT,
+                record_id=rid,
+                content=content,
+            ),
+        )
+        return self.apply_operation(op)
+
+    def add_artifact(
+        self, kind: ArtifactKind, derived_from: Sequence[str], payload: str
+    ) -> LocalResult:
+        """A derived item (summary, text view, embedding, cached copy) naming its parents;
+        forgetting any parent shreds it."""
+        self._writable("storing a derived item")
+        artifact_id = self._id("art")
+        op = self._build(
+            "artifact",
+            artifact_id,
+            lambda: AddArtifact(
+                op_id=self._id("op"),
+                made_at=self._now_dt(),
+                initiated_by=Initiator.ASSISTANT,
+                artifact_id=artifact_id,
+                artifact_kind=kind,
+                derived_from=list(derived_from),
+                payload=payload,
+            ),
+        )
+        return self.apply_operation(op)
+
+    def set_project(self, name: str, open: bool) -> LocalResult:
+        """Open (create or reopen) or close a project; closed ones are left out of recall."""
+        self._writable(f"setting project {name!r}")
+        op = self._build(
+            "project",
+            repr(name),
+            lambda: SetProject(
+                op_id=self._id("op"),
+                made_at=self._now_dt(),
+                initiated_by=Initiator.USER,
+                project=name,
+                open=open,
+            ),
+        )
+        return self.apply_operation(op)
+
+    def receipt(self, op_id: str) -> Receipt | None:
+        """The durable receipt of an op: the cloud's once pushed, else the local one."""
+        raw = store.receipt_json(self._db, op_id) or catalog.local_receipt_json(self._db, op_id)
+        return None if raw is None else Receipt.model_validate_json(raw)
 
     # --- reading ---------------------------------------------------------------------
 
-    def _said_on(self, content: RecordContent, fallback: str) -> datetime:
-        for episode_id in content.source_episode_ids:
-            row = store.episode_row(self._db, episode_id)
-            if row is not None:
-                return datetime.fromisoformat(row["typed_at"])
-        return datetime.fromisoformat(fallback)
+    def recall(
+        self,
+        query: str,
+        limit: int = 5,
+        *,
+        area: LifeArea | None = None,
+        project: str | None = None,
+        personalized: bool = True,
+    ) -> list[RecallHit]:
+        """Word-match recall through the fixed retrieval order (``device.retrieval``)."""
+        return retrieval.recall(
+            self._db,
+            query,
+            self._now_dt(),
+            limit=limit,
+            area=area,
+            project=project,
+            personalized=personalized,
+        )
 
-    def recall(self, query: str, limit: int = 5) -> list[RecallHit]:
-        """Word-match recall; every index hit is re-checked against the record's state."""
-        hits: list[tuple[int, str, RecallHit]] = []
-        for record_id in store.recall_candidates(self._db, words(query)):
-            record = store.record_row(self._db, record_id)
-            if (
-                record is None
-                or record["lifecycle"] != LifecycleState.ACTIVE.value
-                or record["sync_state"] == "refused"
-                or record["current_version"] is None
-            ):
-                continue
-            version = store.version_row(self._db, record_id, int(record["current_version"]))
-            if version is None:
-                continue
-            state = EpistemicState(version["epistemic_state"])
-            if state is EpistemicState.INVALID:
-                continue
-            try:
-                content = store.open_version(self._db, version)
-            except (LookupError, SealError):
-                continue
-            points = score(query, content.text)
-            if points == 0:
-                continue
-            line = present(content.text, state, self._said_on(content, version["recorded_at"]))
-            hit = RecallHit(record_id, content.text, state.value, line, points)
-            hits.append((-points, version["recorded_at"], hit))
-        hits.sort(key=lambda item: (item[0], item[1], item[2].record_id))
-        return [hit for _, _, hit in hits[: max(limit, 0)]]
+    def what_do_you_know(self) -> list[RecordView]:
+        """Everything: candidates, inferences, not in use, corrected, skeletons."""
+        return reading.what_do_you_know(self._db, self._now_dt())
 
     def list_records(self) -> list[RecordView]:
-        views: list[RecordView] = []
-        for record in self._db.all("SELECT * FROM records ORDER BY rowid"):
-            if record["lifecycle"] == FORGOTTEN:
-                views.append(
-                    RecordView(
-                        record_id=record["record_id"],
-                        lifecycle=FORGOTTEN,
-                        sync_state=record["sync_state"],
-                        forgotten_at=record["forgotten_at"],
-                    )
-                )
-                continue
-            text = state = recorded_at = None
-            version_no = record["current_version"]
-            version = store.version_row(self._db, record["record_id"], int(version_no or 0))
-            if version is not None:
-                state, recorded_at = version["epistemic_state"], version["recorded_at"]
-                try:
-                    text = store.open_version(self._db, version).text
-                except (LookupError, SealError):
-                    text = None
-            views.append(
-                RecordView(
-                    record_id=record["record_id"],
-                    lifecycle=record["lifecycle"],
-                    sync_state=record["sync_state"],
-                    version=version_no,
-                    text=text,
-                    epistemic_state=state,
-                    recorded_at=recorded_at,
-                    refusal_reason=record["refusal_reason"],
-                )
-            )
-        return views
+        return self.what_do_you_know()
+
+    def record_history(self, record_id: str) -> list[VersionView]:
+        """The version chain, for the user: old versions marked no longer active."""
+        return reading.record_history(self._db, record_id)
+
+    def as_of(self, when: datetime) -> list[RecordView]:
+        """What memory said at ``when`` (forgotten content never)."""
+        if when.tzinfo is None or when.utcoffset() is None:
+            raise ValueError(f"as_of needs a time with a time zone, got {when!r}")
+        return reading.as_of(self._db, when.astimezone(UTC))
+
+    def explain(self, record_id: str) -> str:
+        """ "How do you know this?", from the record's evidence and source episodes."""
+        return reading.explain(self._db, record_id, self._now_dt())
+
+    def due_questions(self) -> list[tuple[str, str]]:
+        return reading.due_questions(self._db, self._now_dt())
 
     def pending_ops(self) -> int:
         return store.queue_count(self._db)
@@ -503,6 +671,14 @@ class DeviceAgent:
         deks = [store.get_key(self._db, k) for k in dict.fromkeys(key_ids)]
         return [d for d in deks if d is not None]
 
+    def data_keys_for_artifact(self, artifact_id: str) -> list[bytes]:
+        row = catalog.artifact_row(self._db, artifact_id)
+        dek = None if row is None else store.get_key(self._db, row["key_id"])
+        return [] if dek is None else [dek]
+
+    def artifact_ids(self) -> list[str]:
+        return catalog.artifact_ids(self._db)
+
     def data_key_ids(self) -> set[str]:
         return store.key_ids(self._db)
 
@@ -510,6 +686,7 @@ class DeviceAgent:
 
     def sync(self) -> SyncReport:
         """Acks left over, then push (pull first on 409), then pull and ack."""
+        self._writable("syncing")
         meta = store.get_meta(self._db)
         if meta.credential is None:
             raise NotEnrolled(

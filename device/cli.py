@@ -3,8 +3,10 @@
 Invariants: every command names its device directory (``--dir``, default
 ``$MEMSYNC_DEVICE_DIR`` or ``~/.memsync/device``) and takes the passphrase from
 ``$MEMSYNC_PASSPHRASE`` or a prompt (never an argument, so it stays out of shell
-history); errors print one clear line on stderr and exit 2, without a traceback;
-``forget`` is permanent and asks for confirmation unless ``--yes``.
+history); the account passphrase likewise (``$MEMSYNC_ACCOUNT_PASSPHRASE`` or a
+prompt); errors print one clear line on stderr and exit 2, without a traceback;
+``forget`` is permanent and asks for confirmation unless ``--yes``; every write
+prints the sentence its receipt gives; every data-printing command takes ``--json``.
 """
 
 from __future__ import annotations
@@ -16,12 +18,16 @@ import json
 import os
 import sys
 from collections.abc import Callable, Sequence
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 from device.agent import DeviceAgent
 from device.errors import DeviceError
+from device.views import LocalResult, RecallHit, RecordView
 from protocol.errors import ProtocolError
+from protocol.model import ContentType, LifeArea, Sensitivity, TimeKind
+from protocol.operations import EffectKind
 
 Handler = Callable[[argparse.Namespace], int]
 
@@ -55,16 +61,42 @@ def _emit(args: argparse.Namespace, data: Any, text: str) -> None:
         print(text)
 
 
+def _account_passphrase(prompt: str, *, required: bool) -> str | None:
+    env = os.environ.get("MEMSYNC_ACCOUNT_PASSPHRASE")
+    if env is not None:
+        return env
+    if not required and not sys.stdin.isatty():
+        return None
+    answer = getpass.getpass(prompt)
+    return answer or (None if not required else answer)
+
+
+def _result(args: argparse.Namespace, result: LocalResult) -> None:
+    data = dataclasses.asdict(result)
+    data["receipt"] = result.receipt.model_dump(mode="json") if result.receipt else None
+    text = result.message
+    created = result.receipt is not None and result.receipt.effect is EffectKind.CREATED
+    if created or result.artifact_id:
+        text += f" ({result.record_id or result.artifact_id}, pending sync)"
+    _emit(args, data, text)
+
+
 def _init(args: argparse.Namespace) -> int:
     agent = DeviceAgent.create(
         Path(args.dir), _passphrase(confirm=True), device_name=args.name, cloud_url=args.cloud
     )
     with agent:
-        device_id = agent.enroll(args.code) if args.code else None
+        device_id = None
+        if args.code:
+            account = _account_passphrase(
+                "Account passphrase (for forgetting whole areas; empty to skip): ", required=False
+            )
+            device_id = agent.enroll(args.code, account_passphrase=account or None)
         data = {
             "directory": str(agent.directory),
             "device_id": device_id,
             "space_id": agent.space_id,
+            "account_key_set": agent.account_key is not None,
         }
         text = f"Created device {args.name!r} in {agent.directory}"
         if device_id:
@@ -73,8 +105,17 @@ def _init(args: argparse.Namespace) -> int:
     return 0
 
 
+def _temporary(args: argparse.Namespace, agent: DeviceAgent) -> None:
+    if getattr(args, "temporary", False):
+        agent.set_temporary_mode(True)
+
+
 def _say(args: argparse.Namespace) -> int:
     with _open(args) as agent:
+        if args.temporary:
+            _emit(args, {"episode_id": None, "temporary": True},
+                  "Temporary mode: nothing was logged or written.")  # fmt: skip
+            return 0
         episode_id = agent.say(args.text, args.conversation)
         _emit(args, {"episode_id": episode_id}, f"Logged episode {episode_id}")
     return 0
@@ -82,59 +123,178 @@ def _say(args: argparse.Namespace) -> int:
 
 def _remember(args: argparse.Namespace) -> int:
     with _open(args) as agent:
-        result = agent.remember(args.text, args.conversation)
-        _emit(
-            args,
-            dataclasses.asdict(result),
-            f"Remembered as {result.record_id} (pending sync)",
+        _temporary(args, agent)
+        areas = [LifeArea(a) for a in args.area] or [LifeArea.GENERAL]
+        result = agent.remember(
+            args.text,
+            args.conversation,
+            content_type=ContentType(args.type),
+            time_kind=TimeKind(args.time_kind),
+            life_areas=areas,
+            project=args.project,
+            sensitivity=Sensitivity(args.sensitivity),
+            subject=args.subject,
+            valid_until=_when(args.valid_until) if args.valid_until else None,
         )
+        _result(args, result)
     return 0
+
+
+def _when(text: str) -> datetime:
+    try:
+        value = datetime.fromisoformat(text)
+    except ValueError as exc:
+        raise CliError(f"{text!r} is not an ISO time (e.g. 2026-09-21T08:30:00+00:00)") from exc
+    return value if value.tzinfo else value.replace(tzinfo=UTC)
+
+
+def _hit_lines(hits: Sequence[RecallHit]) -> str:
+    return "\n".join(f"{h.record_id}  {h.line}" for h in hits) or "Nothing found."
 
 
 def _recall(args: argparse.Namespace) -> int:
     with _open(args) as agent:
-        hits = agent.recall(args.query, limit=args.limit)
-        lines = [f"{h.record_id}  {h.line}" for h in hits] or ["Nothing found."]
-        _emit(args, [dataclasses.asdict(h) for h in hits], "\n".join(lines))
+        _temporary(args, agent)
+        hits = agent.recall(
+            args.query,
+            limit=args.limit,
+            area=LifeArea(args.area) if args.area else None,
+            project=args.project,
+            personalized=not args.no_personalization,
+        )
+        _emit(args, [dataclasses.asdict(h) for h in hits], _hit_lines(hits))
     return 0
+
+
+def _view_line(v: RecordView) -> str:
+    if v.is_skeleton:
+        return f"{v.record_id}  permanently forgotten at {v.forgotten_at}"
+    flags = [v.lifecycle, f"v{v.version}", v.sync_state]
+    if v.usage_restriction:
+        flags.append(v.usage_restriction)
+    if v.time_kind:
+        flags.append(v.time_kind)
+    note = f" ({v.refusal_reason})" if v.refusal_reason else ""
+    return f"{v.record_id}  [{', '.join(flags)}{note}]  {v.line or v.text}"
+
+
+def _views(args: argparse.Namespace, views: Sequence[RecordView], empty: str) -> None:
+    lines = [_view_line(v) for v in views]
+    _emit(args, [dataclasses.asdict(v) for v in views], "\n".join(lines) or empty)
 
 
 def _list(args: argparse.Namespace) -> int:
     with _open(args) as agent:
-        views = agent.list_records()
-        lines = []
-        for v in views:
-            if v.is_skeleton:
-                lines.append(f"{v.record_id}  permanently forgotten at {v.forgotten_at}")
-            else:
-                note = f" ({v.refusal_reason})" if v.refusal_reason else ""
-                lines.append(
-                    f"{v.record_id}  {v.lifecycle} {v.epistemic_state} v{v.version} "
-                    f"[{v.sync_state}{note}]  {v.text}"
-                )
-        _emit(args, [dataclasses.asdict(v) for v in views], "\n".join(lines) or "No records.")
+        _views(args, agent.list_records(), "No records.")
     return 0
 
 
-def _forget(args: argparse.Namespace) -> int:
-    if not args.permanent:
-        raise CliError(
-            "only permanent forgetting exists so far; run again with --permanent "
-            "(it destroys the record's keys and cannot be undone)"
-        )
+def _know(args: argparse.Namespace) -> int:
     with _open(args) as agent:
-        if not args.yes:
-            answer = input(
-                f"Permanently forget {args.record_id}? This cannot be undone. Type 'yes': "
-            )
-            if answer.strip().lower() != "yes":
-                raise CliError(f"not confirmed; record {args.record_id} was not changed")
-        result = agent.forget_permanently(args.record_id)
+        _views(args, agent.what_do_you_know(), "I don't know anything about you yet.")
+    return 0
+
+
+def _as_of(args: argparse.Namespace) -> int:
+    with _open(args) as agent:
+        _views(args, agent.as_of(_when(args.time)), "Memory held nothing then.")
+    return 0
+
+
+def _history(args: argparse.Namespace) -> int:
+    with _open(args) as agent:
+        versions = agent.record_history(args.record_id)
+        lines = [f"v{v.version}  {v.recorded_at}  [{v.note}]  {v.text}" for v in versions]
         _emit(
             args,
-            dataclasses.asdict(result),
-            "Permanently forgotten; it cannot be brought back.",
+            [dataclasses.asdict(v) for v in versions],
+            "\n".join(lines) or f"{args.record_id} has no readable versions.",
         )
+    return 0
+
+
+def _explain(args: argparse.Namespace) -> int:
+    with _open(args) as agent:
+        sentence = agent.explain(args.record_id)
+        _emit(args, {"record_id": args.record_id, "explanation": sentence}, sentence)
+    return 0
+
+
+def _questions(args: argparse.Namespace) -> int:
+    with _open(args) as agent:
+        due = agent.due_questions()
+        lines = [f"{rid}  {question}" for rid, question in due]
+        _emit(
+            args,
+            [{"record_id": rid, "question": q} for rid, q in due],
+            "\n".join(lines) or "No questions.",
+        )
+    return 0
+
+
+def _confirm_permanent(args: argparse.Namespace, what: str) -> None:
+    if args.yes:
+        return
+    answer = input(f"Permanently forget {what}? This cannot be undone. Type 'yes': ")
+    if answer.strip().lower() != "yes":
+        raise CliError(f"not confirmed; {what} was not changed")
+
+
+def _forget(args: argparse.Namespace) -> int:
+    if args.area or args.all:
+        if args.record_id:
+            raise CliError("give a record id, or --area/--all, not both")
+        area = LifeArea(args.area) if args.area else None
+        what = f"all memory in {area.value}" if area else "ALL memory"
+        with _open(args) as agent:
+            _confirm_permanent(args, what)
+            account = _account_passphrase("Account passphrase: ", required=True)
+            _result(args, agent.forget_area(area, account or ""))
+        return 0
+    if not args.record_id:
+        raise CliError("name a record id, or --area AREA, or --all")
+    if not args.permanent:
+        raise CliError(
+            "forgetting one record is permanent: run again with --permanent (it destroys "
+            "the record's keys and cannot be undone); to stop using it, use dont-use"
+        )
+    with _open(args) as agent:
+        _confirm_permanent(args, args.record_id)
+        _result(args, agent.forget_permanently(args.record_id))
+    return 0
+
+
+def _record_command(method: str) -> Handler:
+    def run(args: argparse.Namespace) -> int:
+        with _open(args) as agent:
+            _result(args, getattr(agent, method)(args.record_id))
+        return 0
+
+    return run
+
+
+def _correct(args: argparse.Namespace) -> int:
+    with _open(args) as agent:
+        _result(args, agent.correct(args.record_id, args.text, args.conversation))
+    return 0
+
+
+def _only_use_for(args: argparse.Namespace) -> int:
+    with _open(args) as agent:
+        area = LifeArea(args.area) if args.area else None
+        _result(args, agent.restrict_usage(args.record_id, area=area, project=args.project))
+    return 0
+
+
+def _still(args: argparse.Namespace) -> int:
+    with _open(args) as agent:
+        _result(args, agent.reaffirm(args.record_id, still_true=args.yes_still))
+    return 0
+
+
+def _project(args: argparse.Namespace) -> int:
+    with _open(args) as agent:
+        _result(args, agent.set_project(args.name, open=args.open))
     return 0
 
 
@@ -181,6 +341,7 @@ def register(subparsers: Any) -> argparse.ArgumentParser:
         parser.set_defaults(func=_guard(handler))
         return parser
 
+    areas = [a.value for a in LifeArea]
     p = command("init", _init, "create an encrypted device database (and enroll)")
     p.add_argument("--name", required=True)
     p.add_argument("--cloud", default=None, help="cloud URL")
@@ -188,17 +349,67 @@ def register(subparsers: Any) -> argparse.ArgumentParser:
     p = command("say", _say, "log what the user typed")
     p.add_argument("text")
     p.add_argument("--conversation", required=True)
+    p.add_argument("--temporary", action="store_true", help="temporary mode: write nothing")
     p = command("remember", _remember, "keep one whole typed sentence")
     p.add_argument("text")
     p.add_argument("--conversation", required=True)
+    p.add_argument("--type", default="personal_fact", choices=[c.value for c in ContentType])
+    p.add_argument("--area", action="append", default=[], choices=areas, help="repeatable")
+    p.add_argument("--project", default=None)
+    p.add_argument("--time-kind", default="permanent", choices=[t.value for t in TimeKind])
+    p.add_argument("--sensitivity", default="normal", choices=[s.value for s in Sensitivity])
+    p.add_argument("--subject", default=None, help="what it is about (same subject: newer wins)")
+    p.add_argument("--valid-until", default=None, help="ISO time")
+    p.add_argument("--temporary", action="store_true", help="temporary mode: write nothing")
     p = command("recall", _recall, "find remembered sentences by word")
     p.add_argument("query")
     p.add_argument("--limit", type=int, default=5)
+    p.add_argument("--area", default=None, choices=areas)
+    p.add_argument("--project", default=None)
+    p.add_argument("--no-personalization", action="store_true", help="retrieve no memory")
+    p.add_argument("--temporary", action="store_true", help="temporary mode: write nothing")
     command("list", _list, "list records, including forgotten skeletons")
-    p = command("forget", _forget, "forget a record permanently")
-    p.add_argument("record_id")
-    p.add_argument("--permanent", action="store_true", help="required: destroy its keys")
+    command("know", _know, "what do you know about me? (everything, inferences included)")
+    p = command("forget", _forget, "forget a record, a life area or all memory permanently")
+    p.add_argument("record_id", nargs="?")
+    p.add_argument("--permanent", action="store_true", help="required for one record")
+    p.add_argument("--area", default=None, choices=areas, help="forget a whole life area")
+    p.add_argument("--all", action="store_true", help="forget all memory")
     p.add_argument("--yes", action="store_true", help="do not ask for confirmation")
+    p = command("correct", _correct, "that's wrong: a new version in your own typed words")
+    p.add_argument("record_id")
+    p.add_argument("text")
+    p.add_argument("--conversation", required=True)
+    for name, method, help_text in (
+        ("dont-use", "dont_use", "know it, but don't use it (reversible)"),
+        ("use-again", "use_again", "use a record again"),
+        ("confirm", "confirm", "confirm a candidate: it becomes active and verified"),
+    ):
+        p = command(name, _record_command(method), help_text)
+        p.add_argument("record_id")
+    p = command("only-use-for", _only_use_for, "only use a record for one area or project")
+    p.add_argument("record_id")
+    target = p.add_mutually_exclusive_group(required=True)
+    target.add_argument("--area", default=None, choices=areas)
+    target.add_argument("--project", default=None)
+    target.add_argument("--clear", action="store_true", help="lift the restriction")
+    p = command("still", _still, 'answer "Still doing this?"')
+    p.add_argument("record_id")
+    answer = p.add_mutually_exclusive_group(required=True)
+    answer.add_argument("--yes", dest="yes_still", action="store_true")
+    answer.add_argument("--no", dest="yes_still", action="store_false")
+    p = command("explain", _explain, "how do you know this?")
+    p.add_argument("record_id")
+    p = command("history", _history, "a record's version chain")
+    p.add_argument("record_id")
+    p = command("as-of", _as_of, "what memory said at a time")
+    p.add_argument("time", help="ISO time")
+    command("questions", _questions, '"Still doing this?" questions that are due')
+    p = command("project", _project, "open or close a project")
+    p.add_argument("name")
+    state = p.add_mutually_exclusive_group(required=True)
+    state.add_argument("--open", dest="open", action="store_true")
+    state.add_argument("--close", dest="open", action="store_false")
     command("sync", _sync, "push the queue, pull changes, acknowledge key destruction")
     return device
 

@@ -7,6 +7,8 @@ back); network and server errors are mapped here once, at the transport boundary
 
 from __future__ import annotations
 
+from typing import Any
+
 
 class DeviceError(Exception):
     """Base of every error the device package raises on purpose."""
@@ -72,12 +74,28 @@ class UnknownRecord(DeviceError):
 
 
 class Refused(DeviceError):
-    """The transition rules refused a local operation; nothing was changed."""
+    """The transition rules refused a local operation; nothing was changed.
 
-    def __init__(self, code: str, reason: str) -> None:
+    ``receipt`` is the refusal receipt (``protocol.operations.Receipt``) when the
+    refusal came from ``protocol.rules.decide``.
+    """
+
+    def __init__(self, code: str, reason: str, *, receipt: Any = None) -> None:
         self.code = code
         self.reason = reason
+        self.receipt = receipt
         super().__init__(f"refused ({code}): {reason}")
+
+
+class TemporaryMode(DeviceError):
+    """Temporary mode is on: nothing from this session is written, so a write refuses."""
+
+    def __init__(self, what: str) -> None:
+        self.what = what
+        super().__init__(
+            f"temporary mode is on: {what} was not done and nothing was written "
+            "(turn temporary mode off to keep things)"
+        )
 
 
 class Offline(DeviceError):

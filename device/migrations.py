@@ -23,7 +23,10 @@ class Migration:
     statements: tuple[str, ...]
 
 
-MIGRATIONS: tuple[Migration, ...] = (Migration(1, "initial schema", schema.V1),)
+MIGRATIONS: tuple[Migration, ...] = (
+    Migration(1, "initial schema", schema.V1),
+    Migration(2, "full memory record", schema.V2),
+)
 
 _LEDGER = """
 CREATE TABLE IF NOT EXISTS schema_migrations (

@@ -174,3 +174,139 @@ V1: tuple[str, ...] = (
     END
     """,
 )
+
+
+# --- migration 2: the full memory record (issue 3) ----------------------------------
+#
+# Adds what the whole record model needs on the device: the account key (strong
+# authentication), the record's usage restriction and flags (superseded by a newer
+# statement, conflicts), the subject index and derivation edges ``protocol.rules``
+# reads as facts, sealed derived artifacts (append-only, shredded like content),
+# projects, the record state history "as of" reads use, and local receipts. The op
+# queue and the shred permits are rebuilt because their CHECKs name the kinds allowed.
+
+OP_KINDS = (
+    "add_episode", "remember", "correct", "dont_use", "use_again", "restrict_usage",
+    "confirm", "reaffirm", "forget_permanently", "forget_area", "infer", "add_artifact",
+    "set_project",
+)  # fmt: skip
+_KIND_LIST = ", ".join(f"'{k}'" for k in OP_KINDS)
+
+V2: tuple[str, ...] = (
+    "ALTER TABLE meta ADD COLUMN account_key BLOB CHECK (account_key IS NULL "
+    "OR length(account_key) = 32)",
+    "ALTER TABLE records ADD COLUMN usage_area TEXT",
+    "ALTER TABLE records ADD COLUMN usage_project TEXT",
+    "ALTER TABLE records ADD COLUMN superseded_by TEXT",
+    "ALTER TABLE records ADD COLUMN conflicts_with TEXT NOT NULL DEFAULT '[]'",
+    # derived from content: shredded with the record
+    """
+    CREATE TABLE subject_index (
+        record_id TEXT PRIMARY KEY REFERENCES records (record_id),
+        subject_key TEXT NOT NULL
+    )
+    """,
+    "CREATE INDEX subject_index_key ON subject_index (subject_key)",
+    """
+    CREATE TABLE derivations (
+        parent_id TEXT NOT NULL,
+        child_kind TEXT NOT NULL CHECK (child_kind IN ('record', 'artifact')),
+        child_id TEXT NOT NULL,
+        PRIMARY KEY (parent_id, child_kind, child_id)
+    ) WITHOUT ROWID
+    """,
+    "CREATE INDEX derivations_child ON derivations (child_id)",
+    """
+    CREATE TABLE artifacts (
+        artifact_id TEXT PRIMARY KEY,
+        kind TEXT NOT NULL,
+        created_at TEXT NOT NULL,
+        bound_space TEXT NOT NULL,
+        key_id TEXT NOT NULL REFERENCES data_keys (key_id),
+        sealed BLOB NOT NULL,
+        sync_state TEXT NOT NULL CHECK (sync_state IN ('pending', 'synced', 'refused')),
+        refusal_reason TEXT
+    )
+    """,
+    """
+    CREATE TABLE forgotten_artifacts (
+        artifact_id TEXT PRIMARY KEY,
+        forgotten_at TEXT NOT NULL
+    )
+    """,
+    """
+    CREATE TABLE projects (
+        name TEXT PRIMARY KEY,
+        open INTEGER NOT NULL CHECK (open IN (0, 1)),
+        updated_at TEXT NOT NULL
+    )
+    """,
+    """
+    CREATE TABLE record_events (
+        seq INTEGER PRIMARY KEY AUTOINCREMENT,
+        record_id TEXT NOT NULL,
+        at TEXT NOT NULL,
+        lifecycle TEXT NOT NULL,
+        version INTEGER
+    )
+    """,
+    "CREATE INDEX record_events_record ON record_events (record_id, at)",
+    """
+    CREATE TABLE local_receipts (
+        op_id TEXT PRIMARY KEY,
+        kind TEXT NOT NULL,
+        record_id TEXT,
+        episode_id TEXT,
+        artifact_id TEXT,
+        receipt_json TEXT NOT NULL,
+        stored_at TEXT NOT NULL
+    )
+    """,
+    f"""
+    CREATE TABLE op_queue_v2 (
+        seq INTEGER PRIMARY KEY AUTOINCREMENT,
+        op_id TEXT NOT NULL UNIQUE,
+        kind TEXT NOT NULL CHECK (kind IN ({_KIND_LIST})),
+        record_id TEXT,
+        episode_id TEXT,
+        artifact_id TEXT,
+        version INTEGER,
+        op_json TEXT NOT NULL,
+        queued_at TEXT NOT NULL
+    )
+    """,
+    "INSERT INTO op_queue_v2 (seq, op_id, kind, record_id, episode_id, version, op_json, "
+    "queued_at) SELECT seq, op_id, kind, record_id, episode_id, "
+    "CASE kind WHEN 'remember' THEN 1 END, op_json, queued_at FROM op_queue",
+    "DROP TABLE op_queue",
+    "ALTER TABLE op_queue_v2 RENAME TO op_queue",
+    "CREATE INDEX op_queue_record ON op_queue (record_id)",
+    "CREATE INDEX op_queue_episode ON op_queue (episode_id)",
+    "CREATE INDEX op_queue_artifact ON op_queue (artifact_id)",
+    # permits are cleared inside every shredding transaction, so the table is empty here
+    "DROP TABLE shred_permits",
+    """
+    CREATE TABLE shred_permits (
+        kind TEXT NOT NULL CHECK (kind IN ('record', 'episode', 'key', 'artifact')),
+        item_id TEXT NOT NULL,
+        PRIMARY KEY (kind, item_id)
+    )
+    """,
+    """
+    CREATE TRIGGER artifacts_append_only
+    BEFORE UPDATE OF artifact_id, kind, created_at, bound_space, key_id, sealed ON artifacts
+    BEGIN
+        SELECT RAISE(ABORT, 'append-only: artifact ' || OLD.artifact_id
+            || ' content cannot be updated');
+    END
+    """,
+    """
+    CREATE TRIGGER artifacts_delete_needs_permit BEFORE DELETE ON artifacts
+    WHEN NOT EXISTS (
+        SELECT 1 FROM shred_permits WHERE kind = 'artifact' AND item_id = OLD.artifact_id)
+    BEGIN
+        SELECT RAISE(ABORT, 'append-only: artifact ' || OLD.artifact_id
+            || ' can only be removed by shredding (no shred permit)');
+    END
+    """,
+)

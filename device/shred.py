@@ -2,12 +2,14 @@
 
 Invariants:
 - Content becomes unreadable only by destroying its data key; the sealed rows and
-  every row derived from them (recall words, queued ops, receipts, refusal reasons)
-  go in the same transaction, with ``secure_delete`` on.
+  every row derived from them (recall words, subject index, derivation edges, state
+  history, queued ops, receipts, refusal reasons, usage and flags) go in the same
+  transaction, with ``secure_delete`` on. Derived artifacts are shredded the same way.
 - The append-only triggers let a DELETE through only for items named in
   ``shred_permits``; permits are written here and cleared before the transaction ends.
 - The record stays as a skeleton (id, ``permanently_forgotten``, when) and every
-  shredded episode leaves a tombstone, so a later pull can never bring either back.
+  shredded episode and artifact leaves a tombstone, so a later pull can never bring
+  any of them back.
 - The caller checkpoints the WAL (``Database.checkpoint``) after the commit.
 """
 
@@ -80,6 +82,11 @@ def shred_record(
     ep_marks, ep_values = _marks(result.episode_ids)
     key_marks, key_values = _marks(result.key_ids)
     db.execute("DELETE FROM recall_words WHERE record_id = ?", (record_id,))
+    db.execute("DELETE FROM subject_index WHERE record_id = ?", (record_id,))
+    db.execute(
+        "DELETE FROM derivations WHERE parent_id = ? OR child_id = ?", (record_id, record_id)
+    )
+    db.execute("DELETE FROM record_events WHERE record_id = ?", (record_id,))
     db.execute("DELETE FROM record_versions WHERE record_id = ?", (record_id,))
     if ep_values:
         db.execute(f"DELETE FROM episodes WHERE episode_id IN ({ep_marks})", ep_values)
@@ -90,10 +97,11 @@ def shred_record(
         [record_id, *ep_values],
     )
     result.dropped_ops = dropped.rowcount
-    db.execute(
-        f"DELETE FROM receipts WHERE record_id = ? OR episode_id IN ({ep_marks or 'NULL'})",
-        [record_id, *ep_values],
-    )
+    for table in ("receipts", "local_receipts"):
+        db.execute(
+            f"DELETE FROM {table} WHERE record_id = ? OR episode_id IN ({ep_marks or 'NULL'})",
+            [record_id, *ep_values],
+        )
     for episode_id in ep_values:
         db.execute(
             "INSERT OR IGNORE INTO forgotten_episodes (episode_id, forgotten_at) VALUES (?, ?)",
@@ -104,9 +112,92 @@ def shred_record(
         "VALUES (?, ?, NULL, ?, ?) "
         "ON CONFLICT (record_id) DO UPDATE SET lifecycle = excluded.lifecycle, "
         "current_version = NULL, refusal_reason = NULL, sync_state = excluded.sync_state, "
+        "usage_area = NULL, usage_project = NULL, superseded_by = NULL, conflicts_with = '[]', "
         "forgotten_at = coalesce(records.forgotten_at, excluded.forgotten_at)",
         (record_id, FORGOTTEN, forgotten_at, sync_state),
     )
     for kind, item in permits:
         db.execute("DELETE FROM shred_permits WHERE kind = ? AND item_id = ?", (kind, item))
     return result
+
+
+def shred_artifact(
+    db: Database, artifact_id: str, *, forgotten_at: str, key_ids: Iterable[str] = ()
+) -> set[str]:
+    """Destroy a derived artifact's key and sealed row; leave a tombstone. Returns key ids."""
+    if not db.in_transaction:
+        raise RuntimeError("shredding must run inside Database.atomic()")
+    keys = set(key_ids)
+    row = db.one("SELECT key_id FROM artifacts WHERE artifact_id = ?", (artifact_id,))
+    if row is not None:
+        keys.add(row["key_id"])
+    permits = [("artifact", artifact_id)] + [("key", k) for k in sorted(keys)]
+    for kind, item in permits:
+        db.execute(
+            "INSERT OR IGNORE INTO shred_permits (kind, item_id) VALUES (?, ?)", (kind, item)
+        )
+    db.execute("DELETE FROM artifacts WHERE artifact_id = ?", (artifact_id,))
+    key_marks, key_values = _marks(keys)
+    if key_values:
+        db.execute(f"DELETE FROM data_keys WHERE key_id IN ({key_marks})", key_values)
+    db.execute("DELETE FROM derivations WHERE child_id = ?", (artifact_id,))
+    db.execute("DELETE FROM op_queue WHERE artifact_id = ?", (artifact_id,))
+    db.execute("DELETE FROM local_receipts WHERE artifact_id = ?", (artifact_id,))
+    db.execute(
+        "INSERT OR IGNORE INTO forgotten_artifacts (artifact_id, forgotten_at) VALUES (?, ?)",
+        (artifact_id, forgotten_at),
+    )
+    for kind, item in permits:
+        db.execute("DELETE FROM shred_permits WHERE kind = ? AND item_id = ?", (kind, item))
+    return keys
+
+
+def shred_episodes(db: Database, episode_ids: Iterable[str], *, forgotten_at: str) -> int:
+    """Destroy episodes that belong to no record being shredded (forgetting all memory)."""
+    if not db.in_transaction:
+        raise RuntimeError("shredding must run inside Database.atomic()")
+    ep_marks, ep_values = _marks(episode_ids)
+    if not ep_values:
+        return 0
+    rows = db.all(f"SELECT key_id FROM episodes WHERE episode_id IN ({ep_marks})", ep_values)
+    keys = sorted({row["key_id"] for row in rows})
+    permits = [("episode", e) for e in ep_values] + [("key", k) for k in keys]
+    for kind, item in permits:
+        db.execute(
+            "INSERT OR IGNORE INTO shred_permits (kind, item_id) VALUES (?, ?)", (kind, item)
+        )
+    db.execute(f"DELETE FROM episodes WHERE episode_id IN ({ep_marks})", ep_values)
+    if keys:
+        db.execute(f"DELETE FROM data_keys WHERE key_id IN ({_marks(keys)[0]})", keys)
+    for table in ("op_queue", "receipts", "local_receipts"):
+        db.execute(f"DELETE FROM {table} WHERE episode_id IN ({ep_marks})", ep_values)
+    for episode_id in ep_values:
+        db.execute(
+            "INSERT OR IGNORE INTO forgotten_episodes (episode_id, forgotten_at) VALUES (?, ?)",
+            (episode_id, forgotten_at),
+        )
+    for kind, item in permits:
+        db.execute("DELETE FROM shred_permits WHERE kind = ? AND item_id = ?", (kind, item))
+    return len(ep_values)
+
+
+def shred_many(
+    db: Database,
+    record_ids: Iterable[str],
+    artifact_ids: Iterable[str] = (),
+    *,
+    all_episodes: bool = False,
+    forgotten_at: str,
+    sync_state: str,
+) -> list[Shredded]:
+    """A forget's whole closure: records, artifacts and (for all memory) every episode."""
+    for artifact_id in artifact_ids:
+        shred_artifact(db, artifact_id, forgotten_at=forgotten_at)
+    done = [
+        shred_record(db, record_id, forgotten_at=forgotten_at, sync_state=sync_state)
+        for record_id in record_ids
+    ]
+    if all_episodes:
+        rows = db.all("SELECT episode_id FROM episodes ORDER BY 1")
+        shred_episodes(db, [row["episode_id"] for row in rows], forgotten_at=forgotten_at)
+    return done

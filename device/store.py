@@ -10,6 +10,7 @@ Invariants:
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
@@ -33,6 +34,7 @@ class Meta:
     local_space: str
     private_key: bytes
     pull_cursor: str | None
+    account_key: bytes | None = None
 
     @property
     def binding_space(self) -> str:
@@ -68,7 +70,7 @@ def insert_meta(
 def get_meta(db: Database) -> Meta:
     row = db.one(
         "SELECT device_name, cloud_url, device_id, space_id, credential, local_space, "
-        "private_key, pull_cursor FROM meta WHERE singleton = 1"
+        "private_key, pull_cursor, account_key FROM meta WHERE singleton = 1"
     )
     if row is None:
         raise RuntimeError(f"{db.path} has no device identity (meta row missing)")
@@ -81,6 +83,7 @@ def get_meta(db: Database) -> Meta:
         local_space=row["local_space"],
         private_key=bytes(row["private_key"]),
         pull_cursor=row["pull_cursor"],
+        account_key=None if row["account_key"] is None else bytes(row["account_key"]),
     )
 
 
@@ -98,6 +101,11 @@ def set_enrollment(
         "WHERE singleton = 1",
         (device_id, space_id, credential, cloud_url),
     )
+
+
+def set_account_key(db: Database, account_key: bytes) -> None:
+    _require_tx(db)
+    db.execute("UPDATE meta SET account_key = ? WHERE singleton = 1", (account_key,))
 
 
 def set_cursor(db: Database, cursor: str) -> None:
@@ -227,6 +235,47 @@ def set_record_state(
         )
 
 
+def note_refusal(db: Database, record_id: str, reason: str | None) -> None:
+    """Remember why the cloud refused an op on this record (its sync state stays)."""
+    _require_tx(db)
+    db.execute("UPDATE records SET refusal_reason = ? WHERE record_id = ?", (reason, record_id))
+
+
+def set_current_version(db: Database, record_id: str, version: int | None) -> None:
+    """Set the current version exactly (the server's word, or a local new version)."""
+    _require_tx(db)
+    db.execute("UPDATE records SET current_version = ? WHERE record_id = ?", (version, record_id))
+
+
+def set_usage(db: Database, record_id: str, area: str | None, project: str | None) -> None:
+    _require_tx(db)
+    db.execute(
+        "UPDATE records SET usage_area = ?, usage_project = ? WHERE record_id = ?",
+        (area, project, record_id),
+    )
+
+
+def set_superseded_by(db: Database, record_id: str, by_record: str | None) -> None:
+    _require_tx(db)
+    db.execute("UPDATE records SET superseded_by = ? WHERE record_id = ?", (by_record, record_id))
+
+
+def set_conflicts(db: Database, record_id: str, others: Iterable[str]) -> None:
+    _require_tx(db)
+    db.execute(
+        "UPDATE records SET conflicts_with = ? WHERE record_id = ?",
+        (json.dumps(sorted(set(others))), record_id),
+    )
+
+
+def conflicts_of(row: Any) -> list[str]:
+    return list(json.loads(row["conflicts_with"] or "[]"))
+
+
+def all_records(db: Database) -> list[Any]:
+    return db.all("SELECT * FROM records ORDER BY rowid")
+
+
 def insert_version(
     db: Database,
     *,
@@ -303,12 +352,14 @@ def enqueue(
     episode_id: str | None,
     op_json: str,
     queued_at: str,
+    artifact_id: str | None = None,
+    version: int | None = None,
 ) -> None:
     _require_tx(db)
     db.execute(
-        "INSERT INTO op_queue (op_id, kind, record_id, episode_id, op_json, queued_at) "
-        "VALUES (?, ?, ?, ?, ?, ?)",
-        (op_id, kind, record_id, episode_id, op_json, queued_at),
+        "INSERT INTO op_queue (op_id, kind, record_id, episode_id, artifact_id, version, "
+        "op_json, queued_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+        (op_id, kind, record_id, episode_id, artifact_id, version, op_json, queued_at),
     )
 
 

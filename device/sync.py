@@ -7,8 +7,11 @@ Invariants:
 - A pulled page is applied and the cursor moved in ONE local transaction; a change
   that does not open aborts the whole page and the cursor stays where it was.
 - Content already held is never rewritten; content this device forgot is never
-  stored again (skeletons and episode tombstones win over later changes).
-- Key destruction shreds through ``device.shred`` and records the event id in
+  stored again (skeletons and episode/artifact tombstones win over later changes).
+- A pulled ``record_state`` is the server's word on the record's whole state and
+  overwrites the local one (lifecycle, current version, usage, flags).
+- Key destruction shreds through ``device.shred`` (the record, its episodes, the
+  artifacts named and everything this device derived from it) and records the event id in
   ``pending_acks`` in the same transaction; the WAL is checkpointed after the commit,
   then the ack is sent; acks still pending are sent first at the next sync.
 """
@@ -17,39 +20,55 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable
+from datetime import datetime
 from typing import Any
 
 from pydantic import ValidationError
 
-from device import shred, store
+from device import catalog, effects, shred, store
 from device.client import CloudClient
 from device.db import Database
 from device.errors import ChangeDoesNotOpen, ServerError, ServerRefused
-from device.keys import SealedKeyDoesNotOpen, load_private_key, open_item, open_sealed_key
+from device.facts import current_content
+from device.keys import (
+    SealedItem,
+    SealedKeyDoesNotOpen,
+    load_private_key,
+    open_item,
+    open_sealed_key,
+)
 from device.views import SyncReport
 from protocol.errors import SealError
 from protocol.messages import (
     MAX_PULL_PAGE,
     AckRequest,
     AckResponse,
+    ArtifactChange,
     EpisodeChange,
     EpisodeContent,
     ErrorCode,
     KeyDestruction,
-    LifecycleChange,
+    ProjectChange,
     PullRequest,
     PullResponse,
     PushRequest,
     PushResponse,
+    RecordStateChange,
     RecordVersionChange,
 )
-from protocol.model import LifecycleState, RecordContent
+from protocol.model import ArtifactContent, LifecycleState, RecordContent
 from protocol.operations import MAX_OPS_PER_PUSH, OPERATION_ADAPTER, Receipt, ReceiptStatus
+from protocol.rules import derivation_closure
 
 FORGOTTEN = LifecycleState.FORGOTTEN.value
 # A refused forget still leaves no content anywhere: the cloud already forgot the
 # record, or never held it.
 _HARMLESS_FORGET_REFUSALS = {"forgotten", "unknown_record"}
+_CREATING = {"remember", "infer"}
+
+
+def _no_randomness(n: int) -> bytes:
+    raise RuntimeError("pulled content arrives sealed; the device makes no key for it")
 
 
 class SyncSession:
@@ -102,9 +121,19 @@ class SyncSession:
                     self._apply_receipt(row, receipt)
             self.report.pushed += len(rows)
 
+    def _sealed_version(self, row: Any) -> RecordContent:
+        version = store.version_row(self.db, row["record_id"], int(row["version"] or 1))
+        if version is None:
+            raise ServerError(
+                f"queued op {row['op_id']} names record {row['record_id']} v{row['version']}, "
+                "which this device no longer holds"
+            )
+        return store.open_version(self.db, version)
+
     def _wire_op(self, row: Any) -> dict[str, Any]:
         """The wire op: the queued JSON plus the text re-read from its sealed row."""
         op = json.loads(row["op_json"])
+        op.setdefault("initiated_by", "user")  # ops queued before protocol issue 3
         kind = row["kind"]
         if kind == "add_episode":
             episode = store.episode_row(self.db, row["episode_id"])
@@ -114,14 +143,21 @@ class SyncSession:
                     "which this device no longer holds"
                 )
             op["text"] = store.open_episode(self.db, episode).text
-        elif kind == "remember":
-            version = store.version_row(self.db, row["record_id"], 1)
-            if version is None:
+        elif kind in ("remember", "correct"):
+            content = self._sealed_version(row)
+            op["text"] = content.text
+            if kind == "remember" and content.subject is not None:
+                op["subject"] = content.subject
+        elif kind == "infer":
+            op["content"] = self._sealed_version(row).model_dump(mode="json")
+        elif kind == "add_artifact":
+            artifact = catalog.artifact_row(self.db, row["artifact_id"])
+            if artifact is None:
                 raise ServerError(
-                    f"queued op {row['op_id']} names record {row['record_id']} v1, "
+                    f"queued op {row['op_id']} names artifact {row['artifact_id']}, "
                     "which this device no longer holds"
                 )
-            op["text"] = store.open_version(self.db, version).text
+            op["payload"] = catalog.open_artifact(self.db, artifact).payload
         validated = OPERATION_ADAPTER.validate_python(op)
         result: dict[str, Any] = validated.model_dump(mode="json")
         return result
@@ -156,6 +192,7 @@ class SyncSession:
         if outcome is ReceiptStatus.DUPLICATE:
             self.report.duplicates += 1
             outcome = receipt.original_status or ReceiptStatus.APPLIED
+        kind = row["kind"]
         if outcome is ReceiptStatus.APPLIED:
             self.report.applied += 1
             state, reason = "synced", None
@@ -164,18 +201,31 @@ class SyncSession:
             reason = f"{code}: {receipt.reason or 'no reason given'}"
             self.report.refused.append((row["op_id"], code, receipt.reason or ""))
             state = "refused"
-            if row["kind"] == "forget_permanently" and code in _HARMLESS_FORGET_REFUSALS:
+            if kind == "forget_permanently" and code in _HARMLESS_FORGET_REFUSALS:
                 state, reason = "synced", None
-        if row["kind"] == "add_episode":
+        if kind == "add_episode":
             if store.episode_row(self.db, row["episode_id"]) is not None:
                 store.set_episode_sync(self.db, row["episode_id"], state, reason)
             return
-        record = store.record_row(self.db, row["record_id"])
+        if kind == "add_artifact":
+            if catalog.artifact_row(self.db, row["artifact_id"]) is not None:
+                catalog.set_artifact_sync(self.db, row["artifact_id"], state, reason)
+            return
+        record = store.record_row(self.db, row["record_id"]) if row["record_id"] else None
         if record is None:
             return
-        if row["kind"] == "remember" and record["lifecycle"] == FORGOTTEN:
-            return  # the skeleton's own forget op decides its state
-        store.set_record_state(self.db, row["record_id"], sync_state=state, refusal_reason=reason)
+        if kind in _CREATING:
+            if record["lifecycle"] != FORGOTTEN:  # the skeleton's own forget op decides
+                store.set_record_state(
+                    self.db, row["record_id"], sync_state=state, refusal_reason=reason
+                )
+        elif kind == "forget_permanently":
+            store.set_record_state(
+                self.db, row["record_id"], sync_state=state, refusal_reason=reason
+            )
+        elif state == "refused":
+            # The local effect stands until the server's record_state says otherwise.
+            store.note_refusal(self.db, row["record_id"], f"{kind} {reason}")
 
     # --- pull ------------------------------------------------------------------------
 
@@ -201,21 +251,21 @@ class SyncSession:
     def _apply_change(self, change: Any, private_key: Any) -> None:
         if isinstance(change, RecordVersionChange):
             self._record_version(change, private_key)
+        elif isinstance(change, RecordStateChange):
+            self._record_state(change)
         elif isinstance(change, EpisodeChange):
             self._episode(change, private_key)
-        elif isinstance(change, LifecycleChange):
-            self._lifecycle(change)
+        elif isinstance(change, ArtifactChange):
+            self._artifact(change, private_key)
+        elif isinstance(change, ProjectChange):
+            catalog.set_project(self.db, change.project, change.open, change.at.isoformat())
         elif isinstance(change, KeyDestruction):
-            shred.shred_record(
-                self.db,
-                change.record_id,
-                forgotten_at=change.destroyed_at.isoformat(),
-                sync_state="synced",
-                key_ids=change.key_ids,
-                episode_ids=change.episode_ids,
-            )
-            store.add_pending_ack(self.db, change.event_id, change.record_id, self.now())
-            self.report.shredded.append(change.record_id)
+            self._key_destruction(change)
+
+    def _context(self) -> effects.Context:
+        return effects.Context(
+            self.db, _no_randomness, datetime.fromisoformat(self.now()), self._space()
+        )
 
     def _space(self) -> str:
         space = store.get_meta(self.db).space_id
@@ -232,6 +282,30 @@ class SyncSession:
                 "and the cursor did not move"
             ) from exc
 
+    def _open(
+        self, private_key: Any, change: Any, what: str, kind: str, item_id: str, version: int
+    ) -> tuple[bytes, bytes]:
+        """The DEK and the opened plaintext of a pulled sealed item."""
+        dek = self._open_dek(private_key, change, what)
+        try:
+            plain = open_item(dek, change.sealed_content, self._space(), kind, item_id, version)
+        except SealError as exc:
+            raise ChangeDoesNotOpen(
+                f"pulled change seq {change.seq} ({what}) does not open: {exc}; "
+                "the page was not applied and the cursor did not move"
+            ) from exc
+        return dek, plain
+
+    @staticmethod
+    def _parse(change: Any, what: str, parse: Callable[[bytes], Any], plain: bytes) -> Any:
+        try:
+            return parse(plain)
+        except ValidationError as exc:
+            raise ChangeDoesNotOpen(
+                f"pulled change seq {change.seq} ({what}) does not open: {exc}; "
+                "the page was not applied and the cursor did not move"
+            ) from exc
+
     def _store_key(self, key_id: str, dek: bytes, what: str) -> None:
         held = store.get_key(self.db, key_id)
         if held is None:
@@ -244,40 +318,53 @@ class SyncSession:
 
     def _record_version(self, change: RecordVersionChange, private_key: Any) -> None:
         local = store.record_row(self.db, change.record_id)
-        if (local is not None and local["lifecycle"] == FORGOTTEN) or (
-            change.lifecycle_state is LifecycleState.FORGOTTEN
-        ):
+        if local is not None and local["lifecycle"] == FORGOTTEN:
             self.report.ignored += 1
             return
         what = f"record {change.record_id} v{change.version}"
         if store.version_row(self.db, change.record_id, change.version) is not None:
-            store.set_record_state(
+            store.set_record_state(self.db, change.record_id, sync_state="synced")
+            return
+        dek, plain = self._open(
+            private_key, change, what, "record", change.record_id, change.version
+        )
+        content = self._parse(change, what, RecordContent.model_validate_json, plain)
+        self._store_key(change.key_id, dek, what)
+        if local is None:
+            # Its state follows as a record_state change; until then it is not used.
+            store.insert_record(
                 self.db,
-                change.record_id,
-                lifecycle=change.lifecycle_state.value,
+                record_id=change.record_id,
+                lifecycle=LifecycleState.CANDIDATE.value,
                 current_version=change.version,
                 sync_state="synced",
             )
+        effects.write_version(
+            self._context(),
+            change.record_id,
+            change.version,
+            change.supersedes,
+            content,
+            sealed=SealedItem(change.key_id, dek, change.sealed_content),
+            recorded_at=change.recorded_at.isoformat(),
+        )
+        if local is None:
+            catalog.index_subject(self.db, change.record_id, content)
+
+    def _record_state(self, change: RecordStateChange) -> None:
+        local = store.record_row(self.db, change.record_id)
+        if local is not None and local["lifecycle"] == FORGOTTEN:
+            self.report.ignored += 1
             return
-        dek = self._open_dek(private_key, change, what)
-        space = self._space()
-        try:
-            plain = open_item(
-                dek, change.sealed_content, space, "record", change.record_id, change.version
-            )
-            content = RecordContent.model_validate_json(plain)
-        except (SealError, ValidationError) as exc:
-            raise ChangeDoesNotOpen(
-                f"pulled change seq {change.seq} ({what}) does not open: {exc}; "
-                "the page was not applied and the cursor did not move"
-            ) from exc
-        self._store_key(change.key_id, dek, what)
+        if change.lifecycle_state is LifecycleState.FORGOTTEN:
+            self._shred_closure(change.record_id, change.at.isoformat())
+            return
         if local is None:
             store.insert_record(
                 self.db,
                 record_id=change.record_id,
                 lifecycle=change.lifecycle_state.value,
-                current_version=change.version,
+                current_version=change.current_version,
                 sync_state="synced",
             )
         else:
@@ -285,21 +372,28 @@ class SyncSession:
                 self.db,
                 change.record_id,
                 lifecycle=change.lifecycle_state.value,
-                current_version=change.version,
                 sync_state="synced",
             )
-        store.insert_version(
+            store.set_current_version(self.db, change.record_id, change.current_version)
+        usage = change.usage_restriction
+        store.set_usage(
             self.db,
-            record_id=change.record_id,
-            version=change.version,
-            supersedes=change.supersedes,
-            epistemic_state=change.epistemic_state.value,
-            recorded_at=change.recorded_at.isoformat(),
-            bound_space=space,
-            key_id=change.key_id,
-            sealed=change.sealed_content,
+            change.record_id,
+            usage.area.value if usage and usage.area else None,
+            usage.project if usage else None,
         )
-        store.index_words(self.db, change.record_id, content.text)
+        store.set_superseded_by(self.db, change.record_id, change.superseded_by_record)
+        store.set_conflicts(self.db, change.record_id, change.conflicts_with)
+        catalog.log_event(
+            self.db,
+            change.record_id,
+            change.at.isoformat(),
+            change.lifecycle_state.value,
+            change.current_version,
+        )
+        content = current_content(self.db, store.record_row(self.db, change.record_id))
+        if content is not None:
+            catalog.index_subject(self.db, change.record_id, content)
 
     def _episode(self, change: EpisodeChange, private_key: Any) -> None:
         if store.episode_forgotten(self.db, change.episode_id):
@@ -309,37 +403,78 @@ class SyncSession:
             store.set_episode_sync(self.db, change.episode_id, "synced", None)
             return
         what = f"episode {change.episode_id}"
-        dek = self._open_dek(private_key, change, what)
-        space = self._space()
-        try:
-            plain = open_item(dek, change.sealed_content, space, "episode", change.episode_id, 1)
-            content = EpisodeContent.model_validate_json(plain)
-        except (SealError, ValidationError) as exc:
-            raise ChangeDoesNotOpen(
-                f"pulled change seq {change.seq} ({what}) does not open: {exc}; "
-                "the page was not applied and the cursor did not move"
-            ) from exc
+        dek, plain = self._open(private_key, change, what, "episode", change.episode_id, 1)
+        content = self._parse(change, what, EpisodeContent.model_validate_json, plain)
         self._store_key(change.key_id, dek, what)
         store.insert_episode(
             self.db,
             episode_id=change.episode_id,
             conversation_id=content.conversation_id,
             typed_at=change.typed_at.isoformat(),
-            bound_space=space,
+            bound_space=self._space(),
             key_id=change.key_id,
             sealed=change.sealed_content,
             sync_state="synced",
         )
 
-    def _lifecycle(self, change: LifecycleChange) -> None:
-        local = store.record_row(self.db, change.record_id)
-        if local is None or local["lifecycle"] == FORGOTTEN:
+    def _artifact(self, change: ArtifactChange, private_key: Any) -> None:
+        gone_parent = any(
+            (row := store.record_row(self.db, parent)) is not None and row["lifecycle"] == FORGOTTEN
+            for parent in change.derived_from
+        )
+        if catalog.artifact_forgotten(self.db, change.artifact_id) or gone_parent:
             self.report.ignored += 1
             return
-        if change.lifecycle_state is LifecycleState.FORGOTTEN:
-            shred.shred_record(
-                self.db, change.record_id, forgotten_at=change.at.isoformat(), sync_state="synced"
-            )
-            self.report.shredded.append(change.record_id)
+        if catalog.artifact_row(self.db, change.artifact_id) is not None:
+            catalog.set_artifact_sync(self.db, change.artifact_id, "synced", None)
             return
-        store.set_record_state(self.db, change.record_id, lifecycle=change.lifecycle_state.value)
+        what = f"artifact {change.artifact_id}"
+        dek, plain = self._open(private_key, change, what, "artifact", change.artifact_id, 1)
+        content = self._parse(change, what, ArtifactContent.model_validate_json, plain)
+        self._store_key(change.key_id, dek, what)
+        catalog.insert_artifact(
+            self.db,
+            artifact_id=change.artifact_id,
+            kind=content.kind.value,
+            created_at=change.created_at.isoformat(),
+            bound_space=self._space(),
+            key_id=change.key_id,
+            sealed=change.sealed_content,
+            sync_state="synced",
+        )
+        catalog.add_derivations(self.db, "artifact", change.artifact_id, change.derived_from)
+
+    def _shred_closure(
+        self,
+        record_id: str,
+        at: str,
+        key_ids: list[str] | None = None,
+        episode_ids: list[str] | None = None,
+        artifact_ids: list[str] | None = None,
+    ) -> None:
+        """Shred the record, what the server named, and all this device derived from it."""
+        records, artifacts = derivation_closure([record_id], catalog.children(self.db))
+        # what was derived goes first, so no row still uses a key the event names
+        for artifact_id in sorted({*artifacts, *(artifact_ids or [])}):
+            shred.shred_artifact(self.db, artifact_id, forgotten_at=at)
+        for derived in reversed(records[1:]):
+            shred.shred_record(self.db, derived, forgotten_at=at, sync_state="synced")
+        shred.shred_record(
+            self.db,
+            record_id,
+            forgotten_at=at,
+            sync_state="synced",
+            key_ids=key_ids or (),
+            episode_ids=episode_ids or (),
+        )
+        self.report.shredded.append(record_id)
+
+    def _key_destruction(self, change: KeyDestruction) -> None:
+        self._shred_closure(
+            change.record_id,
+            change.destroyed_at.isoformat(),
+            change.key_ids,
+            change.episode_ids,
+            change.artifact_ids,
+        )
+        store.add_pending_ack(self.db, change.event_id, change.record_id, self.now())

@@ -1,7 +1,10 @@
 """What the agent returns to its callers: plain, frozen values.
 
 Invariants: a skeleton view never carries text; a recall hit is always an active,
-non-refused record whose line is labelled by ``protocol.presentation.present``.
+in-use record re-checked against authoritative state, whose line is built by
+``protocol.presentation.labelled_line`` (only said/verified lines are quoted); a
+local result carries the receipt of the committed effect and the sentence the user
+is told, built from that receipt alone.
 """
 
 from __future__ import annotations
@@ -9,16 +12,25 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from protocol.model import LifecycleState
+from protocol.operations import Receipt
 
 
 @dataclass(frozen=True, slots=True)
 class LocalResult:
-    """A local operation applied at once and queued for the cloud (sync_state pending)."""
+    """A local operation applied at once and queued for the cloud (sync_state pending).
+
+    ``record_id`` is the record the op names ("" when it names none: a mass forget,
+    a project, an artifact — see ``artifact_id``).
+    """
 
     record_id: str
     op_id: str
     sync_state: str = "pending"
     forgotten_at: str | None = None
+    receipt: Receipt | None = None
+    message: str = ""
+    artifact_id: str | None = None
+    episode_id: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -28,6 +40,11 @@ class RecallHit:
     epistemic_state: str
     line: str
     score: int
+    content_type: str = ""
+    confidence: str = ""
+    conflict: bool = False
+    rank: float = 0.0
+    pulled_in_by: str | None = None  # set when a conflicting record brought this one in
 
 
 @dataclass(frozen=True, slots=True)
@@ -41,6 +58,22 @@ class RecordView:
     recorded_at: str | None = None
     refusal_reason: str | None = None
     forgotten_at: str | None = None
+    content_type: str | None = None
+    confidence: str | None = None
+    layer: str | None = None
+    time_kind: str | None = None
+    valid_from: str | None = None
+    valid_until: str | None = None
+    expected_end: str | None = None
+    life_areas: tuple[str, ...] = ()
+    project: str | None = None
+    sensitivity: str | None = None
+    source_kind: str | None = None
+    usage_restriction: str | None = None
+    superseded_by: str | None = None
+    conflicts_with: tuple[str, ...] = ()
+    versions: tuple[int, ...] = ()
+    line: str | None = None
 
     @property
     def lifecycle_state(self) -> LifecycleState:
@@ -49,6 +82,34 @@ class RecordView:
     @property
     def is_skeleton(self) -> bool:
         return self.lifecycle_state is LifecycleState.FORGOTTEN
+
+    @property
+    def in_use(self) -> bool:
+        """Whether retrieval may use it at all (before area, project and flags)."""
+        return self.lifecycle_state is LifecycleState.ACTIVE and self.sync_state != "refused"
+
+    @property
+    def conflict(self) -> bool:
+        return bool(self.conflicts_with)
+
+    @property
+    def superseded_by_record(self) -> str | None:
+        """The wire's name (``RecordStateChange``) for ``superseded_by``."""
+        return self.superseded_by
+
+
+@dataclass(frozen=True, slots=True)
+class VersionView:
+    """One version in a record's chain, as the user's own history shows it."""
+
+    record_id: str
+    version: int
+    supersedes: int | None
+    recorded_at: str
+    current: bool
+    epistemic_state: str
+    text: str | None  # None when it no longer opens
+    note: str  # e.g. "current" or "corrected on 2026-03-02; no longer active"
 
 
 @dataclass(slots=True)

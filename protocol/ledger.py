@@ -3,7 +3,9 @@
 Invariants: an op id is applied at most once (a replay gets ``duplicate`` with the
 original status and changes nothing); every decision comes from ``rules.decide``;
 a forgotten record's content, its source episodes and everything derived from it are
-dropped from the ledger, exactly what key destruction does to a real store.
+dropped from the ledger, exactly what key destruction does to a real store; their ids
+stay taken (a real store keeps the id row, only the key is gone), so re-adding a
+forgotten episode or artifact id is refused as existing.
 Tests and the simulator compare real stores against this model.
 """
 
@@ -71,6 +73,8 @@ class Ledger:
     artifacts: dict[str, tuple[tuple[str, ...], str]] = field(default_factory=dict)
     projects: dict[str, bool] = field(default_factory=dict)
     receipts: dict[str, Receipt] = field(default_factory=dict)
+    forgotten_episodes: set[str] = field(default_factory=set)
+    forgotten_artifacts: set[str] = field(default_factory=set)
 
     def facts(self, record_id: str) -> RecordFacts | None:
         record = self.records.get(record_id)
@@ -126,16 +130,23 @@ def facts_for(ledger: Ledger, op: AnyOperation) -> Facts:
             and (op.area is None or op.area in r.content.life_areas)
         ]
     known = {p: f for p in parents if (f := ledger.facts(p)) is not None}
+    episodes = {e: ledger.episodes[e] for e in episode_ids if e in ledger.episodes}
+    if isinstance(op, AddEpisode) and op.episode_id in ledger.forgotten_episodes:
+        # the id is taken; its content is gone (``decide`` only asks whether it exists)
+        episodes[op.episode_id] = EpisodeFacts(op.episode_id, "", "")
+    artifact_exists = isinstance(op, AddArtifact) and (
+        op.artifact_id in ledger.artifacts or op.artifact_id in ledger.forgotten_artifacts
+    )
     return Facts(
         space_id=ledger.space_id,
         record=ledger.facts(record_id) if record_id else None,
-        episodes={e: ledger.episodes[e] for e in episode_ids if e in ledger.episodes},
+        episodes=episodes,
         related=related,
         children=ledger.children(),
         area_records=area_records,
         known_records=known,
         projects=dict(ledger.projects),
-        artifact_exists=isinstance(op, AddArtifact) and op.artifact_id in ledger.artifacts,
+        artifact_exists=artifact_exists,
         account_key=ledger.account_key,
     )
 
@@ -198,5 +209,7 @@ def _forget(ledger: Ledger, effect: ForgetRecords) -> None:
         ledger.records[record_id] = LedgerRecord(LifecycleState.FORGOTTEN, {})
     for artifact_id in effect.artifact_ids:
         ledger.artifacts.pop(artifact_id, None)
+        ledger.forgotten_artifacts.add(artifact_id)
     for episode_id in gone_episodes:
-        ledger.episodes.pop(episode_id, None)
+        if ledger.episodes.pop(episode_id, None) is not None:
+            ledger.forgotten_episodes.add(episode_id)

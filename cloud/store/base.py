@@ -6,7 +6,9 @@ Invariants:
   (``SELECT ... FOR UPDATE`` on PostgreSQL, an immediate transaction on SQLite), so
   sequence numbers are given out in one total order and a cursor never skips.
 - Every method that reads or writes memory names the space; nothing crosses spaces.
-- Sealed content (``record_versions``, ``episodes``) is only ever inserted.
+- Sealed content (``record_versions``, ``episodes``, ``artifacts``) and the
+  ``record_events`` log are only ever inserted; no method updates or deletes them.
+- Plain columns hold ids, times, states and keyed hashes; never text, sources or areas.
 """
 
 from __future__ import annotations
@@ -41,6 +43,11 @@ class RecordRow:
     current_version: int
     created_at: datetime
     forgotten_at: datetime | None
+    usage_restriction: str | None = None  # UsageRestriction JSON
+    superseded_by: str | None = None
+    conflicts: str | None = None  # JSON list of record ids
+    created_seq: int | None = None  # server order of creation (records made before it: None)
+    state_seq: int | None = None  # seq of the latest record_state change
 
 
 @dataclass(frozen=True, slots=True)
@@ -48,10 +55,48 @@ class VersionRow:
     record_id: str
     version: int
     supersedes: int | None
-    epistemic_state: str
     recorded_at: datetime
     key_id: str
     sealed_content: bytes
+
+
+@dataclass(frozen=True, slots=True)
+class ArtifactRow:
+    artifact_id: str
+    created_at: datetime
+    key_id: str
+    sealed_content: bytes
+
+
+@dataclass(frozen=True, slots=True)
+class RecordEventRow:
+    """One entry of a record's append-only history (for "as of" reads)."""
+
+    record_id: str
+    seq: int
+    at: datetime
+    kind: str  # created | version | lifecycle | usage | superseded | conflict | forgotten
+    lifecycle: str
+    version: int
+
+
+@dataclass(frozen=True, slots=True)
+class DerivationRow:
+    """``child`` (a record or an artifact) was derived from ``parent_record_id``."""
+
+    parent_record_id: str
+    child_kind: str  # "record" or "artifact"
+    child_id: str
+    seq: int  # server order of the child's creation
+    position: int  # index of the parent in the child's derived_from list
+
+
+@dataclass(frozen=True, slots=True)
+class ProjectRow:
+    name: str
+    open: bool
+    updated_at: datetime
+    seq: int  # seq of the latest project change
 
 
 @dataclass(frozen=True, slots=True)
@@ -65,18 +110,21 @@ class EpisodeRow:
 @dataclass(frozen=True, slots=True)
 class ChangeRow:
     seq: int
-    kind: str  # record_version | episode | lifecycle | key_destruction
-    record_id: str | None
-    version: int | None
-    episode_id: str | None
-    event_id: int | None
+    kind: str  # record_version | record_state | episode | artifact | project | key_destruction
     at: datetime
+    record_id: str | None = None
+    version: int | None = None
+    episode_id: str | None = None
+    event_id: int | None = None
+    artifact_id: str | None = None
+    project: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
 class ForgetKey:
     key_id: str
-    episode_id: str | None  # set when the key sealed an episode
+    episode_id: str | None = None  # set when the key sealed an episode
+    artifact_id: str | None = None  # set when the key sealed an artifact
 
 
 @dataclass(frozen=True, slots=True)
@@ -131,17 +179,48 @@ class StoreSession(Protocol):
         self, space_id: str, op_id: str, device_id: str, receipt_json: str, at: datetime
     ) -> None: ...
 
+    # spaces' account keys (strong authentication)
+    def account_key(self, space_id: str) -> bytes | None: ...
+    def set_account_key(self, space_id: str, key: bytes) -> None: ...
+
     # records and episodes
     def record(self, space_id: str, record_id: str) -> RecordRow | None: ...
+    def records(self, space_id: str, record_ids: Iterable[str]) -> dict[str, RecordRow]: ...
+    def live_records(self, space_id: str) -> list[RecordRow]: ...
     def insert_record(
-        self, space_id: str, record_id: str, lifecycle: str, version: int, at: datetime
+        self,
+        space_id: str,
+        record_id: str,
+        lifecycle: str,
+        version: int,
+        at: datetime,
+        created_seq: int,
     ) -> None: ...
+    def set_record_state(self, space_id: str, record_id: str, **values: object) -> None: ...
     def insert_version(self, space_id: str, row: VersionRow) -> None: ...
     def version(self, space_id: str, record_id: str, version: int) -> VersionRow | None: ...
     def versions(self, space_id: str, record_id: str) -> list[VersionRow]: ...
     def mark_forgotten(self, space_id: str, record_id: str, at: datetime) -> None: ...
     def insert_episode(self, space_id: str, row: EpisodeRow) -> None: ...
     def episodes(self, space_id: str, episode_ids: Iterable[str]) -> dict[str, EpisodeRow]: ...
+    def all_episode_ids(self, space_id: str) -> list[str]: ...
+    def add_record_event(self, space_id: str, row: RecordEventRow) -> None: ...
+    def record_events(self, space_id: str, record_id: str) -> list[RecordEventRow]: ...
+
+    # artifacts, derivations, the subject index, projects
+    def insert_artifact(self, space_id: str, row: ArtifactRow) -> None: ...
+    def artifacts(self, space_id: str, artifact_ids: Iterable[str]) -> dict[str, ArtifactRow]: ...
+    def add_derivations(self, space_id: str, rows: Iterable[DerivationRow]) -> None: ...
+    def derivations_from(self, space_id: str, parent_ids: Iterable[str]) -> list[DerivationRow]: ...
+    def parents_of(self, space_id: str, child_kind: str, child_id: str) -> list[str]: ...
+    def drop_derivations(
+        self, space_id: str, record_ids: Iterable[str], artifact_ids: Iterable[str]
+    ) -> None: ...
+    def set_subject_tokens(self, space_id: str, record_id: str, tokens: Iterable[str]) -> None: ...
+    def records_with_subject(self, space_id: str, token: str) -> list[str]: ...
+    def drop_subject_tokens(self, space_id: str, record_ids: Iterable[str]) -> None: ...
+    def projects(self, space_id: str) -> dict[str, ProjectRow]: ...
+    def set_project(self, space_id: str, row: ProjectRow) -> None: ...
 
     # changes and holdings
     def add_change(self, space_id: str, row: ChangeRow) -> None: ...
@@ -162,6 +241,7 @@ class StoreSession(Protocol):
         pending_devices: Iterable[str],
     ) -> None: ...
     def forget_event(self, space_id: str, event_id: int) -> ForgetEventRow | None: ...
+    def forgotten_episode_ids(self, space_id: str, episode_ids: Iterable[str]) -> set[str]: ...
     def forgotten_key_ids(self, space_id: str, key_ids: Iterable[str]) -> set[str]: ...
     def undestroyed_forget_events(self) -> list[ForgetEventRow]: ...
     def mark_keys_destroyed(self, space_id: str, event_id: int, at: datetime) -> None: ...

@@ -185,6 +185,86 @@ def _v2_append_only(conn: Connection) -> None:
                 conn.exec_driver_sql(statement)
 
 
+_V3_MEMORY_RECORD = """
+ALTER TABLE spaces ADD COLUMN account_key {blob};
+ALTER TABLE records ADD COLUMN usage_restriction TEXT;
+ALTER TABLE records ADD COLUMN superseded_by TEXT;
+ALTER TABLE records ADD COLUMN conflicts TEXT;
+ALTER TABLE records ADD COLUMN created_seq {bigint};
+ALTER TABLE records ADD COLUMN state_seq {bigint};
+CREATE INDEX records_created ON records(space_id, created_seq);
+ALTER TABLE changes ADD COLUMN artifact_id TEXT;
+ALTER TABLE changes ADD COLUMN project TEXT;
+ALTER TABLE forget_keys ADD COLUMN artifact_id TEXT;
+CREATE TABLE record_events (
+    space_id TEXT NOT NULL,
+    record_id TEXT NOT NULL,
+    seq {bigint} NOT NULL,
+    at {ts} NOT NULL,
+    kind TEXT NOT NULL,
+    lifecycle TEXT NOT NULL,
+    version INTEGER NOT NULL,
+    PRIMARY KEY (space_id, record_id, seq),
+    FOREIGN KEY (space_id, record_id) REFERENCES records(space_id, record_id)
+);
+CREATE TABLE artifacts (
+    space_id TEXT NOT NULL REFERENCES spaces(space_id),
+    artifact_id TEXT NOT NULL,
+    created_at {ts} NOT NULL,
+    key_id TEXT NOT NULL,
+    sealed_content {blob} NOT NULL,
+    PRIMARY KEY (space_id, artifact_id)
+);
+CREATE TABLE derivations (
+    space_id TEXT NOT NULL REFERENCES spaces(space_id),
+    parent_record_id TEXT NOT NULL,
+    child_kind TEXT NOT NULL,
+    child_id TEXT NOT NULL,
+    seq {bigint} NOT NULL,
+    position INTEGER NOT NULL,
+    PRIMARY KEY (space_id, parent_record_id, child_kind, child_id)
+);
+CREATE INDEX derivations_child ON derivations(space_id, child_kind, child_id);
+CREATE TABLE subject_index (
+    space_id TEXT NOT NULL REFERENCES spaces(space_id),
+    token TEXT NOT NULL,
+    record_id TEXT NOT NULL,
+    PRIMARY KEY (space_id, token, record_id)
+);
+CREATE INDEX subject_index_record ON subject_index(space_id, record_id);
+CREATE TABLE projects (
+    space_id TEXT NOT NULL REFERENCES spaces(space_id),
+    name TEXT NOT NULL,
+    is_open BOOLEAN NOT NULL,
+    updated_at {ts} NOT NULL,
+    seq {bigint} NOT NULL,
+    PRIMARY KEY (space_id, name)
+)
+"""
+
+# written into the legacy plain column of record_versions since migration 3: the
+# epistemic state is sealed inside the content now, and old rows are never rewritten
+LEGACY_EPISTEMIC_PLACEHOLDER = "sealed"
+
+
+def _v3_memory_record(conn: Connection) -> None:
+    for statement in _split(_V3_MEMORY_RECORD.format(**_TYPES[conn.dialect.name])):
+        conn.exec_driver_sql(statement)
+    _append_only(conn, ("artifacts", "record_events"))
+
+
+def _append_only(conn: Connection, tables: tuple[str, ...]) -> None:
+    """Refuse UPDATE and DELETE (and TRUNCATE) on ``tables`` (function from migration 2)."""
+    for table in tables:
+        if conn.dialect.name == "sqlite":
+            for trigger in _SQLITE_APPEND_ONLY.format(table=table).split("END;"):
+                if trigger.strip():
+                    conn.exec_driver_sql(trigger.strip() + " END;")
+        else:
+            for statement in _split(_PG_APPEND_ONLY.format(table=table)):
+                conn.exec_driver_sql(statement)
+
+
 @dataclass(frozen=True)
 class Migration:
     version: int
@@ -195,6 +275,7 @@ class Migration:
 MIGRATIONS: tuple[Migration, ...] = (
     Migration(1, "tables", _v1),
     Migration(2, "append_only_content", _v2_append_only),
+    Migration(3, "memory_record", _v3_memory_record),
 )
 
 _CREATE_MIGRATIONS = {

@@ -2,10 +2,12 @@
 
 Invariants:
 - Every table is partitioned by ``space_id``; every query names the space.
-- Sealed content lives only in ``record_versions.sealed_content`` and
-  ``episodes.sealed_content``; those two tables are append-only (enforced by triggers
-  created in ``migrations``). Text, source episode ids and conversation ids exist only
-  inside sealed content.
+- Sealed content lives only in ``record_versions``, ``episodes`` and ``artifacts``
+  (``sealed_content``); those tables and the ``record_events`` log are append-only
+  (enforced by triggers created in ``migrations``). Text, source episode ids,
+  conversation ids, epistemic state, areas and subjects exist only inside sealed
+  content; the subject index holds keyed hashes (HMAC under a per-space index key
+  kept in the key store), never words.
 - The DDL that creates these tables is in ``migrations`` (frozen per migration); this
   module describes the head schema, and a test checks the two agree.
 """
@@ -17,6 +19,7 @@ from typing import Any
 
 from sqlalchemy import (
     BigInteger,
+    Boolean,
     Column,
     DateTime,
     Integer,
@@ -72,6 +75,7 @@ spaces = Table(
     Column("name", Text, nullable=False, unique=True),
     Column("created_at", UtcDateTime, nullable=False),
     Column("next_seq", BigInteger, nullable=False),
+    Column("account_key", LargeBinary),  # Ed25519 verify key for strong authentication
 )
 
 enrollment_codes = Table(
@@ -116,6 +120,11 @@ records = Table(
     Column("current_version", Integer, nullable=False),
     Column("created_at", UtcDateTime, nullable=False),
     Column("forgotten_at", UtcDateTime),
+    Column("usage_restriction", Text),  # UsageRestriction JSON, or NULL
+    Column("superseded_by", Text),
+    Column("conflicts", Text),  # JSON list of record ids
+    Column("created_seq", BigInteger),
+    Column("state_seq", BigInteger),
 )
 
 record_versions = Table(
@@ -125,6 +134,7 @@ record_versions = Table(
     Column("record_id", Text, primary_key=True),
     Column("version", Integer, primary_key=True),
     Column("supersedes", Integer),
+    # legacy plain column: since migration 3 it holds a placeholder; the state is sealed
     Column("epistemic_state", Text, nullable=False),
     Column("recorded_at", UtcDateTime, nullable=False),
     Column("key_id", Text, nullable=False),
@@ -152,6 +162,8 @@ changes = Table(
     Column("episode_id", Text),
     Column("event_id", BigInteger),
     Column("at", UtcDateTime, nullable=False),
+    Column("artifact_id", Text),
+    Column("project", Text),
 )
 
 holdings = Table(
@@ -159,7 +171,7 @@ holdings = Table(
     metadata,
     Column("space_id", Text, primary_key=True),
     Column("device_id", Text, primary_key=True),
-    Column("item_kind", Text, primary_key=True),  # "record" or "episode"
+    Column("item_kind", Text, primary_key=True),  # "record", "episode" or "artifact"
     Column("item_id", Text, primary_key=True),
 )
 
@@ -180,6 +192,7 @@ forget_keys = Table(
     Column("event_id", BigInteger, primary_key=True),
     Column("key_id", Text, primary_key=True),
     Column("episode_id", Text),  # set when the key was an episode's
+    Column("artifact_id", Text),  # set when the key was an artifact's
 )
 
 forget_pending = Table(
@@ -191,4 +204,56 @@ forget_pending = Table(
     Column("acked_at", UtcDateTime),
 )
 
-APPEND_ONLY_TABLES = ("record_versions", "episodes")
+record_events = Table(
+    "record_events",
+    metadata,
+    Column("space_id", Text, primary_key=True),
+    Column("record_id", Text, primary_key=True),
+    Column("seq", BigInteger, primary_key=True),
+    Column("at", UtcDateTime, nullable=False),
+    Column("kind", Text, nullable=False),
+    Column("lifecycle", Text, nullable=False),
+    Column("version", Integer, nullable=False),
+)
+
+artifacts = Table(
+    "artifacts",
+    metadata,
+    Column("space_id", Text, primary_key=True),
+    Column("artifact_id", Text, primary_key=True),
+    Column("created_at", UtcDateTime, nullable=False),
+    Column("key_id", Text, nullable=False),
+    Column("sealed_content", LargeBinary, nullable=False),
+)
+
+derivations = Table(
+    "derivations",
+    metadata,
+    Column("space_id", Text, primary_key=True),
+    Column("parent_record_id", Text, primary_key=True),
+    Column("child_kind", Text, primary_key=True),  # "record" or "artifact"
+    Column("child_id", Text, primary_key=True),
+    Column("seq", BigInteger, nullable=False),
+    Column("position", Integer, nullable=False),
+)
+
+subject_index = Table(
+    "subject_index",
+    metadata,
+    Column("space_id", Text, primary_key=True),
+    Column("token", Text, primary_key=True),  # HMAC of protocol.subjects.index_key
+    Column("record_id", Text, primary_key=True),
+)
+
+projects = Table(
+    "projects",
+    metadata,
+    Column("space_id", Text, primary_key=True),
+    Column("name", Text, primary_key=True),
+    Column("is_open", Boolean, nullable=False),
+    Column("updated_at", UtcDateTime, nullable=False),
+    Column("seq", BigInteger, nullable=False),
+)
+
+CONTENT_TABLES = ("record_versions", "episodes", "artifacts")
+APPEND_ONLY_TABLES = (*CONTENT_TABLES, "record_events")

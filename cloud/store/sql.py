@@ -26,7 +26,6 @@ from sqlalchemy import (
     select,
     update,
 )
-from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.engine import make_url
 from sqlalchemy.exc import ArgumentError
 
@@ -43,14 +42,10 @@ from cloud.store.base import (
     RecordRow,
     VersionRow,
 )
-from cloud.store.migrations import migrate
+from cloud.store.migrations import LEGACY_EPISTEMIC_PLACEHOLDER, migrate
+from cloud.store.sql_memory import EPISODES_ONLY, MemoryQueries, chunks
 
-_CHUNK = 500
-
-
-def _chunks(items: list[Any]) -> Iterator[list[Any]]:
-    for start in range(0, len(items), _CHUNK):
-        yield items[start : start + _CHUNK]
+_chunks = chunks
 
 
 def make_engine(url: str) -> Engine:
@@ -133,23 +128,12 @@ class SqlStore:
         self._engine.dispose()
 
 
-class SqlSession:
+class SqlSession(MemoryQueries):
     """One transaction. Every method is scoped to the space it is handed."""
 
     def __init__(self, conn: Connection) -> None:
         self.conn = conn
         self._dialect = conn.dialect.name
-
-    # --- helpers -------------------------------------------------------------------
-
-    def _insert_ignore(self, table: Table, rows: list[dict[str, Any]]) -> None:
-        if not rows:
-            return
-        if self._dialect == "postgresql":
-            stmt: Any = postgresql.insert(table).on_conflict_do_nothing()
-        else:
-            stmt = sqlite.insert(table).on_conflict_do_nothing()
-        self.conn.execute(stmt, rows)
 
     def lock_space(self, space_id: str, *, exclusive: bool) -> int | None:
         """Take the space's lock; return its next sequence number (None: no such space)."""
@@ -291,17 +275,71 @@ class SqlSession:
 
     # --- records and episodes -------------------------------------------------------
 
+    _RECORD_COLS = (
+        t.records.c.record_id,
+        t.records.c.lifecycle,
+        t.records.c.current_version,
+        t.records.c.created_at,
+        t.records.c.forgotten_at,
+        t.records.c.usage_restriction,
+        t.records.c.superseded_by,
+        t.records.c.conflicts,
+        t.records.c.created_seq,
+        t.records.c.state_seq,
+    )
+
+    @staticmethod
+    def _record_row(row: Any) -> RecordRow:
+        created_seq = None if row[8] is None else int(row[8])
+        state_seq = None if row[9] is None else int(row[9])
+        return RecordRow(
+            record_id=row[0],
+            lifecycle=row[1],
+            current_version=row[2],
+            created_at=row[3],
+            forgotten_at=row[4],
+            usage_restriction=row[5],
+            superseded_by=row[6],
+            conflicts=row[7],
+            created_seq=created_seq,
+            state_seq=state_seq,
+        )
+
     def record(self, space_id: str, record_id: str) -> RecordRow | None:
         c = t.records.c
         row = self.conn.execute(
-            select(c.record_id, c.lifecycle, c.current_version, c.created_at, c.forgotten_at).where(
-                c.space_id == space_id, c.record_id == record_id
-            )
+            select(*self._RECORD_COLS).where(c.space_id == space_id, c.record_id == record_id)
         ).first()
-        return None if row is None else RecordRow(*row)
+        return None if row is None else self._record_row(row)
+
+    def records(self, space_id: str, record_ids: Iterable[str]) -> dict[str, RecordRow]:
+        c = t.records.c
+        out: dict[str, RecordRow] = {}
+        for chunk in _chunks(sorted(set(record_ids))):
+            rows = self.conn.execute(
+                select(*self._RECORD_COLS).where(c.space_id == space_id, c.record_id.in_(chunk))
+            )
+            out.update((r[0], self._record_row(r)) for r in rows)
+        return out
+
+    def live_records(self, space_id: str) -> list[RecordRow]:
+        """Every record not permanently forgotten, in the order the server created them."""
+        c = t.records.c
+        rows = self.conn.execute(
+            select(*self._RECORD_COLS)
+            .where(c.space_id == space_id, c.lifecycle != "permanently_forgotten")
+            .order_by(c.created_seq, c.record_id)
+        )
+        return [self._record_row(r) for r in rows]
 
     def insert_record(
-        self, space_id: str, record_id: str, lifecycle: str, version: int, at: datetime
+        self,
+        space_id: str,
+        record_id: str,
+        lifecycle: str,
+        version: int,
+        at: datetime,
+        created_seq: int,
     ) -> None:
         self.conn.execute(
             insert(t.records).values(
@@ -310,7 +348,31 @@ class SqlSession:
                 lifecycle=lifecycle,
                 current_version=version,
                 created_at=at,
+                created_seq=created_seq,
             )
+        )
+
+    _STATE_COLUMNS = frozenset(
+        {
+            "lifecycle",
+            "current_version",
+            "usage_restriction",
+            "superseded_by",
+            "conflicts",
+            "state_seq",
+        }
+    )
+
+    def set_record_state(self, space_id: str, record_id: str, **values: object) -> None:
+        """Change a record's state columns (``records`` holds state, never content)."""
+        unknown = set(values) - self._STATE_COLUMNS
+        if unknown:
+            raise StoreError(f"record {record_id}: {sorted(unknown)} are not state columns")
+        c = t.records.c
+        self.conn.execute(
+            update(t.records)
+            .where(c.space_id == space_id, c.record_id == record_id)
+            .values(**values)
         )
 
     def insert_version(self, space_id: str, row: VersionRow) -> None:
@@ -320,7 +382,7 @@ class SqlSession:
                 record_id=row.record_id,
                 version=row.version,
                 supersedes=row.supersedes,
-                epistemic_state=row.epistemic_state,
+                epistemic_state=LEGACY_EPISTEMIC_PLACEHOLDER,
                 recorded_at=row.recorded_at,
                 key_id=row.key_id,
                 sealed_content=row.sealed_content,
@@ -331,7 +393,6 @@ class SqlSession:
         t.record_versions.c.record_id,
         t.record_versions.c.version,
         t.record_versions.c.supersedes,
-        t.record_versions.c.epistemic_state,
         t.record_versions.c.recorded_at,
         t.record_versions.c.key_id,
         t.record_versions.c.sealed_content,
@@ -339,7 +400,7 @@ class SqlSession:
 
     @staticmethod
     def _version_row(row: Any) -> VersionRow:
-        return VersionRow(row[0], row[1], row[2], row[3], row[4], row[5], bytes(row[6]))
+        return VersionRow(row[0], row[1], row[2], row[3], row[4], bytes(row[5]))
 
     def version(self, space_id: str, record_id: str, version: int) -> VersionRow | None:
         c = t.record_versions.c
@@ -364,7 +425,13 @@ class SqlSession:
         self.conn.execute(
             update(t.records)
             .where(c.space_id == space_id, c.record_id == record_id)
-            .values(lifecycle="permanently_forgotten", forgotten_at=at)
+            .values(
+                lifecycle="permanently_forgotten",
+                forgotten_at=at,
+                usage_restriction=None,
+                superseded_by=None,
+                conflicts=None,
+            )
         )
 
     def insert_episode(self, space_id: str, row: EpisodeRow) -> None:
@@ -404,18 +471,43 @@ class SqlSession:
                 episode_id=row.episode_id,
                 event_id=row.event_id,
                 at=row.at,
+                artifact_id=row.artifact_id,
+                project=row.project,
             )
         )
 
     def changes_after(self, space_id: str, seq: int, limit: int) -> list[ChangeRow]:
         c = t.changes.c
         rows = self.conn.execute(
-            select(c.seq, c.kind, c.record_id, c.version, c.episode_id, c.event_id, c.at)
+            select(
+                c.seq,
+                c.kind,
+                c.at,
+                c.record_id,
+                c.version,
+                c.episode_id,
+                c.event_id,
+                c.artifact_id,
+                c.project,
+            )
             .where(c.space_id == space_id, c.seq > seq)
             .order_by(c.seq)
             .limit(limit)
         )
-        return [ChangeRow(int(r[0]), r[1], r[2], r[3], r[4], r[5], r[6]) for r in rows]
+        return [
+            ChangeRow(
+                seq=int(r[0]),
+                kind=r[1],
+                at=r[2],
+                record_id=r[3],
+                version=r[4],
+                episode_id=r[5],
+                event_id=None if r[6] is None else int(r[6]),
+                artifact_id=r[7],
+                project=r[8],
+            )
+            for r in rows
+        ]
 
     def add_holdings(self, space_id: str, device_id: str, items: Iterable[tuple[str, str]]) -> None:
         rows = [
@@ -427,8 +519,9 @@ class SqlSession:
     def holders(self, space_id: str, items: Iterable[tuple[str, str]]) -> set[str]:
         c = t.holdings.c
         found: set[str] = set()
-        for kind in ("record", "episode"):
-            ids = sorted({i for k, i in items if k == kind})
+        wanted = list(items)
+        for kind in ("record", "episode", "artifact"):
+            ids = sorted({i for k, i in wanted if k == kind})
             for chunk in _chunks(ids):
                 rows = self.conn.execute(
                     select(c.device_id)
@@ -460,6 +553,7 @@ class SqlSession:
                 "event_id": event_id,
                 "key_id": k.key_id,
                 "episode_id": k.episode_id,
+                "artifact_id": k.artifact_id,
             }
             for k in keys
         ]
@@ -475,11 +569,11 @@ class SqlSession:
     def _keys_of(self, space_id: str, event_id: int) -> tuple[ForgetKey, ...]:
         c = t.forget_keys.c
         rows = self.conn.execute(
-            select(c.key_id, c.episode_id)
+            select(c.key_id, c.episode_id, c.artifact_id)
             .where(c.space_id == space_id, c.event_id == event_id)
             .order_by(c.key_id)
         )
-        return tuple(ForgetKey(r[0], r[1]) for r in rows)
+        return tuple(ForgetKey(r[0], r[1], r[2]) for r in rows)
 
     def forget_event(self, space_id: str, event_id: int) -> ForgetEventRow | None:
         c = t.forget_events.c
@@ -498,6 +592,19 @@ class SqlSession:
         for chunk in _chunks(sorted(set(key_ids))):
             rows = self.conn.execute(
                 select(c.key_id).where(c.space_id == space_id, c.key_id.in_(chunk)).distinct()
+            )
+            found.update(r[0] for r in rows)
+        return found
+
+    def forgotten_episode_ids(self, space_id: str, episode_ids: Iterable[str]) -> set[str]:
+        """The episodes among ``episode_ids`` whose key a forget event names."""
+        c = t.forget_keys.c
+        found: set[str] = set()
+        for chunk in _chunks(sorted(set(episode_ids))):
+            rows = self.conn.execute(
+                select(c.episode_id)
+                .where(c.space_id == space_id, c.episode_id.in_(chunk))
+                .distinct()
             )
             found.update(r[0] for r in rows)
         return found
@@ -549,7 +656,7 @@ class SqlSession:
         e, p, d = t.forget_events.c, t.forget_pending.c, t.devices.c
         events = self.conn.execute(
             select(e.event_id, e.record_id, e.forgotten_at)
-            .where(e.space_id == space_id)
+            .where(e.space_id == space_id, e.record_id != EPISODES_ONLY)
             .order_by(e.event_id)
         ).all()
         pending_rows = self.conn.execute(

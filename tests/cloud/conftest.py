@@ -6,6 +6,7 @@ PostgreSQL databases come from ``postgres_database`` in ``tests/conftest.py``.
 
 from __future__ import annotations
 
+import base64
 import itertools
 import random
 from collections.abc import Callable, Iterator
@@ -19,7 +20,22 @@ from nacl.public import PrivateKey, SealedBox
 
 from cloud.config import CloudConfig
 from cloud.service import CloudService
-from protocol.messages import EnrollRequest, PullRequest, PushRequest, PushResponse
+from protocol.messages import (
+    ArtifactChange,
+    EnrollRequest,
+    EpisodeChange,
+    EpisodeContent,
+    KeyDestruction,
+    ProjectChange,
+    PullRequest,
+    PushRequest,
+    PushResponse,
+    RecordStateChange,
+    RecordVersionChange,
+)
+from protocol.model import ArtifactContent, RecordContent
+from protocol.operations import ReceiptStatus
+from protocol.sealing import binding, open_sealed
 
 START = datetime(2026, 3, 1, 9, 0, tzinfo=UTC)
 MASTER_KEY = bytes(range(32))
@@ -110,7 +126,7 @@ def new_user(service: CloudService, user: str, *devices: str) -> list[Device]:
 
 
 class Ops:
-    """Builders for raw wire ops with unique ids."""
+    """Builders for raw wire ops with unique ids (every op says who started it)."""
 
     def __init__(self) -> None:
         self._n = itertools.count(1)
@@ -119,10 +135,12 @@ class Ops:
     def op_id(self) -> str:
         return f"op_{next(self._n):010d}"
 
+    def _base(self, kind: str, by: str = "user") -> dict[str, Any]:
+        return {"kind": kind, "op_id": self.op_id(), "made_at": self.at, "initiated_by": by}
+
     def episode(self, episode_id: str, text: str, conversation: str = "conv-1") -> dict[str, Any]:
         return {
-            "kind": "add_episode",
-            "op_id": self.op_id(),
+            **self._base("add_episode"),
             "episode_id": episode_id,
             "conversation_id": conversation,
             "text": text,
@@ -130,25 +148,64 @@ class Ops:
         }
 
     def remember(
-        self, record_id: str, text: str, episodes: list[str], conversation: str = "conv-1"
+        self,
+        record_id: str,
+        text: str,
+        episodes: list[str],
+        conversation: str = "conv-1",
+        **fields: Any,
     ) -> dict[str, Any]:
         return {
-            "kind": "remember",
-            "op_id": self.op_id(),
+            **self._base("remember"),
             "record_id": record_id,
             "text": text,
             "conversation_id": conversation,
             "source_episode_ids": episodes,
-            "made_at": self.at,
+            **fields,
         }
 
-    def forget(self, record_id: str) -> dict[str, Any]:
+    def correct(
+        self, record_id: str, text: str, episodes: list[str], conversation: str = "conv-1"
+    ) -> dict[str, Any]:
         return {
-            "kind": "forget_permanently",
-            "op_id": self.op_id(),
+            **self._base("correct"),
             "record_id": record_id,
-            "made_at": self.at,
+            "text": text,
+            "conversation_id": conversation,
+            "source_episode_ids": episodes,
         }
+
+    def simple(self, kind: str, record_id: str, by: str = "user", **fields: Any) -> dict[str, Any]:
+        """dont_use, use_again, confirm, forget_permanently, restrict_usage, reaffirm."""
+        return {**self._base(kind, by), "record_id": record_id, **fields}
+
+    def forget(self, record_id: str, by: str = "user") -> dict[str, Any]:
+        return self.simple("forget_permanently", record_id, by)
+
+    def forget_area(self, area: str | None, proof: bytes, by: str = "user") -> dict[str, Any]:
+        return {
+            **self._base("forget_area", by),
+            "area": area,
+            "proof": base64.b64encode(proof).decode(),
+        }
+
+    def infer(self, record_id: str, by: str = "assistant", **content: Any) -> dict[str, Any]:
+        body = {"epistemic_state": "inferred", "source_kind": "user_behaviour", **content}
+        return {**self._base("infer", by), "record_id": record_id, "content": body}
+
+    def artifact(
+        self, artifact_id: str, derived_from: list[str], payload: str, kind: str = "summary"
+    ) -> dict[str, Any]:
+        return {
+            **self._base("add_artifact", "assistant"),
+            "artifact_id": artifact_id,
+            "artifact_kind": kind,
+            "derived_from": derived_from,
+            "payload": payload,
+        }
+
+    def project(self, name: str, open: bool = True) -> dict[str, Any]:
+        return {**self._base("set_project"), "project": name, "open": open}
 
 
 @pytest.fixture
@@ -168,3 +225,74 @@ def pull_all(service: CloudService, device: Device, cursor: str | None = None) -
         cursor = page.cursor
         if not page.has_more:
             return changes
+
+
+def applied(response: PushResponse) -> PushResponse:
+    """Assert every op of a push was applied (naming the first that was not)."""
+    for receipt in response.receipts:
+        assert receipt.status is ReceiptStatus.APPLIED, receipt
+    return response
+
+
+@dataclass
+class Feed:
+    """What one device learned from a full pull, opened with its private key."""
+
+    versions: dict[tuple[str, int], RecordContent]
+    states: dict[str, RecordStateChange]
+    episodes: dict[str, EpisodeContent]
+    artifacts: dict[str, tuple[list[str], ArtifactContent]]
+    projects: dict[str, bool]
+    destroyed: list[KeyDestruction]
+    kinds: list[str]
+
+
+def feed(service: CloudService, device: Device) -> Feed:
+    out = Feed({}, {}, {}, {}, {}, [], [])
+    space = device.space_id
+    for change in pull_all(service, device):
+        out.kinds.append(change.kind)
+        if isinstance(change, RecordVersionChange):
+            plain = open_sealed(
+                device.open_key(change.sealed_key),
+                change.sealed_content,
+                binding(space, "record", change.record_id, change.version),
+            )
+            out.versions[(change.record_id, change.version)] = RecordContent.model_validate_json(
+                plain
+            )
+        elif isinstance(change, RecordStateChange):
+            out.states[change.record_id] = change
+        elif isinstance(change, EpisodeChange):
+            plain = open_sealed(
+                device.open_key(change.sealed_key),
+                change.sealed_content,
+                binding(space, "episode", change.episode_id, 1),
+            )
+            out.episodes[change.episode_id] = EpisodeContent.model_validate_json(plain)
+        elif isinstance(change, ArtifactChange):
+            plain = open_sealed(
+                device.open_key(change.sealed_key),
+                change.sealed_content,
+                binding(space, "artifact", change.artifact_id, 1),
+            )
+            out.artifacts[change.artifact_id] = (
+                change.derived_from,
+                ArtifactContent.model_validate_json(plain),
+            )
+        elif isinstance(change, ProjectChange):
+            out.projects[change.project] = change.open
+        else:
+            assert isinstance(change, KeyDestruction)
+            out.destroyed.append(change)
+    return out
+
+
+def key_store_bytes(path: Path) -> bytes:
+    """The raw bytes of the key store file and its WAL/journal, for forensic scans."""
+    data = b""
+    for suffix in ("", "-wal", "-journal"):
+        p = Path(str(path) + suffix)
+        if p.exists():
+            data += p.read_bytes()
+    return data

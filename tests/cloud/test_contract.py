@@ -25,6 +25,7 @@ from protocol.messages import (
     EpisodeContent,
     KeyDestruction,
     PullRequest,
+    RecordStateChange,
     RecordVersionChange,
 )
 from protocol.model import LifecycleState, RecordContent
@@ -138,9 +139,9 @@ def test_replayed_ops_are_duplicates_with_one_effect(service: CloudService, ops:
     assert again[1].record_id == "rec_aaaaaaaa01"
     assert again[1].applied_at == first[1].applied_at
     assert again[2].code is RefusalCode.NOT_SAID and again[2].reason == first[2].reason
-    # one effect: one episode and one record version in the change feed
+    # one effect: one episode, one record version and its state in the change feed
     kinds = [c.kind for c in pull_all(service, phone)]
-    assert kinds == ["episode", "record_version"]
+    assert kinds == ["episode", "record_version", "record_state"]
 
 
 def test_a_repeated_op_id_inside_one_batch_applies_once(service: CloudService, ops: Ops) -> None:
@@ -180,7 +181,8 @@ def test_a_malformed_op_is_refused_and_the_rest_applies(service: CloudService, o
     assert bad_text["op_id"] in (receipts[1].reason or "")
     assert "field 'kind'" in (receipts[2].reason or "")
     assert "field 'typed_at'" in (receipts[3].reason or "")
-    assert [c.kind for c in pull_all(service, phone)] == ["episode", "record_version"]
+    kinds = [c.kind for c in pull_all(service, phone)]
+    assert kinds == ["episode", "record_version", "record_state"]
 
 
 def test_a_fragment_is_refused_as_not_said(service: CloudService, ops: Ops) -> None:
@@ -260,10 +262,10 @@ def test_record_version_change_carries_sealed_content(service: CloudService, ops
         ops.episode("ep_aaaaaaaa01", TYPED),
         ops.remember("rec_aaaaaaaa01", SENTENCE, ["ep_aaaaaaaa01"]),
     )
-    change = pull_all(service, phone)[1]
-    assert isinstance(change, RecordVersionChange)
-    assert change.version == 1 and change.epistemic_state.value == "said"
-    assert change.lifecycle_state is LifecycleState.ACTIVE
+    change, state = pull_all(service, phone)[1:]
+    assert isinstance(change, RecordVersionChange) and isinstance(state, RecordStateChange)
+    assert change.version == 1 and change.supersedes is None
+    assert state.lifecycle_state is LifecycleState.ACTIVE and state.current_version == 1
     content = RecordContent.model_validate_json(
         open_sealed(
             phone.open_key(change.sealed_key),
@@ -272,6 +274,7 @@ def test_record_version_change_carries_sealed_content(service: CloudService, ops
         )
     )
     assert content.text == SENTENCE and content.source_episode_ids == ["ep_aaaaaaaa01"]
+    assert content.epistemic_state.value == "said"  # sealed, not a plain column
     status = service.record_status(phone.space_id, "rec_aaaaaaaa01")
     assert status.lifecycle_state is LifecycleState.ACTIVE and status.version == 1
 
@@ -301,7 +304,7 @@ def _remember_and_forget(
         ops.remember("rec_aaaaaaaa01", SENTENCE, ["ep_aaaaaaaa01"]),
     )
     changes = pull_all(service, phone)
-    key_ids = [c.key_id for c in changes]
+    key_ids = [c.key_id for c in changes if hasattr(c, "key_id")]
     wrapped = service.key_store.wrapped_keys_for(key_ids)
     assert set(wrapped) == set(key_ids)
     before = _key_store_bytes(service.key_store_path)
@@ -453,7 +456,7 @@ def test_a_crash_between_commit_and_key_destruction_is_finished_by_the_sweep(
             ops.episode("ep_aaaaaaaa01", TYPED),
             ops.remember("rec_aaaaaaaa01", SENTENCE, ["ep_aaaaaaaa01"]),
         )
-        key_ids = [c.key_id for c in pull_all(service, phone)]
+        key_ids = [c.key_id for c in pull_all(service, phone) if hasattr(c, "key_id")]
         forget = ops.forget("rec_aaaaaaaa01")
 
         def crash(_key_ids: object) -> None:
@@ -494,7 +497,7 @@ def test_no_op_reaches_another_space(service: CloudService, ops: Ops) -> None:
         ops.episode("ep_aaaaaaaa01", TYPED),
         ops.remember("rec_aaaaaaaa01", SENTENCE, ["ep_aaaaaaaa01"]),
     )
-    alice_keys = [c.key_id for c in pull_all(service, alice)]
+    alice_keys = [c.key_id for c in pull_all(service, alice) if hasattr(c, "key_id")]
     receipts = push(
         service,
         bob,

@@ -82,7 +82,7 @@ def test_push_pull_ack_pending_and_record_over_http(client: TestClient, ops: Ops
     assert r.status_code == 200, r.text
     assert [x["status"] for x in r.json()["receipts"]] == ["applied", "applied"]
     pulled = client.post("/v1/pull", headers=me["headers"], json={"protocol_version": 1}).json()
-    assert [c["kind"] for c in pulled["changes"]] == ["episode", "record_version"]
+    assert [c["kind"] for c in pulled["changes"]] == ["episode", "record_version", "record_state"]
     assert pulled["has_more"] is False
     record = client.get("/v1/records/rec_aaaaaaaa01", headers=me["headers"]).json()
     assert record["lifecycle_state"] == "active" and record["version"] == 1
@@ -268,3 +268,25 @@ def test_oversize_bodies_are_refused_before_anything_is_applied(
 def test_unknown_route_is_an_error_body(client: TestClient) -> None:
     _error(client.get("/v1/nope"), 404, "not_found")
     _error(client.get("/v1/push"), 405, "malformed_request")
+
+
+def test_account_key_is_registered_once_over_http(client: TestClient) -> None:
+    me = _enroll(client, "alice")
+    key = base64.b64encode(bytes(range(32))).decode()
+    body = {"protocol_version": 1, "account_key": key}
+    first = client.post("/v1/account-key", headers=me["headers"], json=body)
+    assert first.status_code == 200, first.text
+    assert first.json()["account_key"] == key
+    assert client.post("/v1/account-key", headers=me["headers"], json=body).status_code == 200
+    other = {"protocol_version": 1, "account_key": base64.b64encode(b"\x07" * 32).decode()}
+    message = _error(
+        client.post("/v1/account-key", headers=me["headers"], json=other),
+        409,
+        "account_key_mismatch",
+    )
+    assert me["space_id"] in message
+    short = {"protocol_version": 1, "account_key": base64.b64encode(b"\x07" * 5).decode()}
+    assert "'account_key'" in _error(
+        client.post("/v1/account-key", headers=me["headers"], json=short), 400, "malformed_request"
+    )
+    _error(client.post("/v1/account-key", json=body), 401, "unauthorized")

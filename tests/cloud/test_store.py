@@ -14,7 +14,7 @@ from cloud.service import CloudService
 from cloud.store import SqlStore, open_store
 from cloud.store import schema as t
 from cloud.store.migrations import MIGRATIONS
-from tests.cloud.conftest import SENTENCE, TYPED, Ops, new_user, push
+from tests.cloud.conftest import SENTENCE, TYPED, Ops, applied, new_user, push
 
 
 def _clock() -> datetime:
@@ -57,22 +57,26 @@ def test_a_bad_store_url_names_the_problem() -> None:
         open_store("mysql://root@localhost/db", _clock)
 
 
-@pytest.mark.parametrize("table", ["record_versions", "episodes"])
-def test_sealed_content_is_append_only(service: CloudService, ops: Ops, table: str) -> None:
+@pytest.mark.parametrize("table", ["record_versions", "episodes", "artifacts", "record_events"])
+def test_content_and_history_are_append_only(service: CloudService, ops: Ops, table: str) -> None:
     (phone,) = new_user(service, "alice", "phone")
-    push(
-        service,
-        phone,
-        ops.episode("ep_aaaaaaaa01", TYPED),
-        ops.remember("rec_aaaaaaaa01", SENTENCE, ["ep_aaaaaaaa01"]),
+    applied(
+        push(
+            service,
+            phone,
+            ops.episode("ep_aaaaaaaa01", TYPED),
+            ops.remember("rec_aaaaaaaa01", SENTENCE, ["ep_aaaaaaaa01"]),
+            ops.artifact("art_aaaaaaaa01", ["rec_aaaaaaaa01"], "A summary."),
+        )
     )
     engine = service.store.engine
+    column = "kind" if table == "record_events" else "key_id"
     with engine.connect() as conn:
-        before = conn.execute(text(f"SELECT sealed_content, key_id FROM {table}")).all()
+        before = conn.execute(text(f"SELECT * FROM {table}")).all()
     assert len(before) == 1
     attempts = [
-        f"UPDATE {table} SET sealed_content = sealed_content",
-        f"UPDATE {table} SET key_id = 'key_aaaaaaaaaaaa'",
+        f"UPDATE {table} SET {column} = {column}",
+        f"UPDATE {table} SET {column} = 'key_aaaaaaaaaaaa'",
         f"DELETE FROM {table}",
         f"DELETE FROM {table} WHERE space_id = '{phone.space_id}'",
     ]
@@ -82,7 +86,7 @@ def test_sealed_content_is_append_only(service: CloudService, ops: Ops, table: s
         with pytest.raises(DBAPIError, match="append-only"), engine.begin() as conn:
             conn.execute(text(statement))
     with engine.connect() as conn:
-        after = conn.execute(text(f"SELECT sealed_content, key_id FROM {table}")).all()
+        after = conn.execute(text(f"SELECT * FROM {table}")).all()
     assert after == before
 
 
@@ -94,7 +98,7 @@ def test_no_code_path_updates_or_deletes_sealed_content() -> None:
     offenders = []
     for path in root.rglob("*.py"):
         source = path.read_text()
-        for table in ("record_versions", "episodes"):
+        for table in t.APPEND_ONLY_TABLES:
             for verb in ("update(t.", "delete(t."):
                 if f"{verb}{table})" in source:
                     offenders.append(f"{path.name}: {verb}{table})")

@@ -41,14 +41,19 @@ def seeded(seed: int) -> Callable[[int], bytes]:
 def make_agent(tmp_path: Path) -> Iterator[Callable[..., DeviceAgent]]:
     agents: list[DeviceAgent] = []
 
-    def make(name: str = "phone", seed: int = 1, cloud: FakeCloud | None = None) -> DeviceAgent:
+    def make(
+        name: str = "phone",
+        seed: int = 1,
+        cloud: FakeCloud | None = None,
+        clock: TickingClock | None = None,
+    ) -> DeviceAgent:
         agent = DeviceAgent.create(
             tmp_path / name,
             PASSPHRASE,
             device_name=name,
             cloud_url=CLOUD_URL if cloud else None,
             transport=cloud.transport if cloud else None,
-            clock=TickingClock(),
+            clock=clock or TickingClock(),
             random_bytes=seeded(seed),
         )
         agents.append(agent)

@@ -1,11 +1,17 @@
 """A fake cloud at the device's transport seam (``httpx.MockTransport``).
 
-It answers per docs/protocol.md: enroll, push (one receipt per op, idempotent by
-op id, ``protocol.rules.decide`` for the effect, 409 ``pull_required`` while the
-device has unacknowledged key destructions), pull (server order, opaque cursor,
-content sealed with the cloud's own DEKs, keys sealed to the device's public key),
-and ack. Faults: ``fail_before`` (the request never reaches the server) and
-``fail_after`` (the server commits, then the response is lost).
+It applies ops with the reference ``protocol.ledger`` (so its receipts are the
+protocol's by construction) and turns each op's effect on the ledger into pull
+changes: a new episode, record version or artifact (each sealed under its own data
+key, the key sealed to the pulling device), a ``record_state`` whenever a record's
+state changed, a project change, and a ``key_destruction`` for each forgotten record
+(with the keys, episodes and artifacts that went with it). Content whose key was
+destroyed is never sent again. 409 ``pull_required`` while the device has
+unacknowledged key destructions. ``POST /v1/account-key`` registers the account key.
+When it refuses an op naming a record it holds, it emits that record's state, so a
+device that applied the op locally converges. Faults: ``fail_before`` (the request
+never reaches the server), ``fail_after`` (the server commits, the response is lost),
+``refuse_next`` (the next op of a kind is refused), ``tamper_pull``.
 The real cloud is tested elsewhere; this only exercises the device side.
 """
 
@@ -23,9 +29,13 @@ from pydantic import ValidationError
 
 from protocol.errors import UnsupportedProtocolVersion
 from protocol.ids import make_id
+from protocol.ledger import Ledger, LedgerRecord, step
 from protocol.messages import (
+    AccountKeyRequest,
+    AccountKeyResponse,
     AckRequest,
     AckResponse,
+    ArtifactChange,
     EnrollRequest,
     EnrollResponse,
     EpisodeChange,
@@ -33,24 +43,25 @@ from protocol.messages import (
     ErrorBody,
     ErrorCode,
     KeyDestruction,
+    ProjectChange,
     PullRequest,
     PullResponse,
     PushRequest,
     PushResponse,
+    RecordStateChange,
     RecordVersionChange,
     peek_version,
 )
-from protocol.model import EpistemicState, LifecycleState, RecordContent
+from protocol.model import ArtifactContent, ArtifactKind, Initiator, LifecycleState, RecordContent
 from protocol.operations import (
     OPERATION_ADAPTER,
-    AddEpisode,
+    AddArtifact,
+    AnyOperation,
     ForgetPermanently,
     Receipt,
     ReceiptStatus,
     RefusalCode,
-    Remember,
 )
-from protocol.rules import Accept, EpisodeFacts, Facts, RecordFacts, decide
 from protocol.sealing import binding, seal
 
 NOW = datetime(2026, 3, 2, 12, 0, tzinfo=UTC)
@@ -64,26 +75,11 @@ class FakeDevice:
 
 
 @dataclass
-class FakeEpisode:
-    conversation_id: str
-    text: str
-    typed_at: datetime
-    key_id: str
-    dek: bytes
-    seq: int
+class Sealed:
+    """One sealed item the cloud holds: its key id and data key (None once destroyed)."""
 
-
-@dataclass
-class FakeRecord:
-    text: str
-    conversation_id: str
-    sources: list[str]
-    recorded_at: datetime
     key_id: str
-    dek: bytes
-    seq: int
-    lifecycle: LifecycleState = LifecycleState.ACTIVE
-    forgotten_at: datetime | None = None
+    dek: bytes | None
 
 
 @dataclass
@@ -93,6 +89,7 @@ class FakeEvent:
     record_id: str
     key_ids: list[str]
     episode_ids: list[str]
+    artifact_ids: list[str]
     pending: set[str] = field(default_factory=set)
 
 
@@ -100,11 +97,12 @@ class FakeCloud:
     def __init__(self, seed: int = 7) -> None:
         self._rng = random.Random(seed)
         self.space_id = make_id("sp", self._rand(16))
+        self.ledger = Ledger(space_id=self.space_id)
         self.codes: set[str] = set()
         self.devices: dict[str, FakeDevice] = {}  # credential -> device
-        self.episodes: dict[str, FakeEpisode] = {}
-        self.records: dict[str, FakeRecord] = {}
-        self.receipts: dict[str, Receipt] = {}
+        self.keys: dict[tuple[str, str, int], Sealed] = {}  # (kind, id, version) -> key
+        self.log: list[tuple[int, str, tuple[Any, ...]]] = []  # seq, kind, what
+        self.artifact_kinds: dict[str, ArtifactKind] = {}
         self.events: list[FakeEvent] = []
         self.seq = 0
         self.applied_effects = 0
@@ -114,6 +112,16 @@ class FakeCloud:
         self.refuse_next: dict[str, tuple[RefusalCode, str]] = {}  # op kind -> refusal
         self.tamper_pull = False
         self.transport = httpx.MockTransport(self.handle)
+
+    # --- views for tests ----------------------------------------------------------------
+
+    @property
+    def records(self) -> dict[str, LedgerRecord]:
+        return self.ledger.records
+
+    @property
+    def episodes(self) -> dict[str, Any]:
+        return self.ledger.episodes
 
     def _rand(self, n: int) -> bytes:
         return self._rng.randbytes(n)
@@ -144,6 +152,10 @@ class FakeCloud:
             status, content=ErrorBody(code=code, message=message).model_dump_json()
         )
 
+    @staticmethod
+    def _ok(model: Any) -> httpx.Response:
+        return httpx.Response(200, content=model.model_dump_json())
+
     def _route(self, path: str, body: dict[str, Any], request: httpx.Request) -> httpx.Response:
         try:
             peek_version(body)
@@ -162,13 +174,11 @@ class FakeCloud:
                 return self._pull(device, PullRequest.model_validate(body))
             if path == "/v1/ack":
                 return self._ack(device, AckRequest.model_validate(body))
+            if path == "/v1/account-key":
+                return self._account_key(AccountKeyRequest.model_validate(body))
         except ValidationError as exc:
             return self._error(400, ErrorCode.MALFORMED_REQUEST, str(exc))
         return self._error(404, ErrorCode.NOT_FOUND, f"no route {path}")
-
-    @staticmethod
-    def _ok(model: Any) -> httpx.Response:
-        return httpx.Response(200, content=model.model_dump_json())
 
     def _enroll(self, body: dict[str, Any]) -> httpx.Response:
         request = EnrollRequest.model_validate(body)
@@ -180,9 +190,21 @@ class FakeCloud:
         self.devices[credential] = device
         return self._ok(
             EnrollResponse(
-                device_id=device.device_id, space_id=self.space_id, credential=credential
+                device_id=device.device_id,
+                space_id=self.space_id,
+                credential=credential,
+                account_key=self.ledger.account_key,
             )
         )
+
+    def _account_key(self, request: AccountKeyRequest) -> httpx.Response:
+        held = self.ledger.account_key
+        if held is not None and held != request.account_key:
+            return self._error(
+                409, ErrorCode.ACCOUNT_KEY_MISMATCH, "a different account key is registered"
+            )
+        self.ledger.account_key = request.account_key
+        return self._ok(AccountKeyResponse(account_key=request.account_key))
 
     # --- push ------------------------------------------------------------------------
 
@@ -196,15 +218,9 @@ class FakeCloud:
 
     def _apply(self, index: int, raw: dict[str, Any]) -> Receipt:
         op_id = raw.get("op_id")
-        if isinstance(op_id, str) and op_id in self.receipts:
-            first = self.receipts[op_id]
-            return first.model_copy(
-                update={
-                    "index": index,
-                    "status": ReceiptStatus.DUPLICATE,
-                    "original_status": first.status,
-                }
-            )
+        if isinstance(op_id, str) and op_id in self.ledger.receipts:
+            _, receipt = step(self.ledger, OPERATION_ADAPTER.validate_python(raw), index, NOW)
+            return receipt
         try:
             op = OPERATION_ADAPTER.validate_python(raw)
         except ValidationError as exc:
@@ -215,86 +231,111 @@ class FakeCloud:
                 code=RefusalCode.MALFORMED,
                 reason=str(exc)[:200],
             )
-        record_id = getattr(op, "record_id", None)
         refusal = self.refuse_next.pop(op.kind, None)
-        decision: Any = refusal if refusal is not None else decide(op, self._facts(op))
-        if isinstance(decision, Accept):
-            self._effect(op)
-            receipt = Receipt(
-                index=index,
-                op_id=op.op_id,
-                status=ReceiptStatus.APPLIED,
-                record_id=record_id,
-                applied_at=NOW,
-            )
-        else:
-            code, reason = (
-                decision if isinstance(decision, tuple) else (decision.code, decision.reason)
-            )
+        if refusal is not None:
             receipt = Receipt(
                 index=index,
                 op_id=op.op_id,
                 status=ReceiptStatus.REFUSED,
-                code=code,
-                reason=reason,
-                record_id=record_id,
+                code=refusal[0],
+                reason=refusal[1],
+                record_id=getattr(op, "record_id", None),
             )
-        self.receipts[op.op_id] = receipt
+            self.ledger.receipts[op.op_id] = receipt
+            self._resend_state(op)
+            return receipt
+        before = self._snapshot()
+        _, receipt = step(self.ledger, op, index, NOW)
+        if receipt.status is ReceiptStatus.APPLIED:
+            self.applied_effects += 1
+            if isinstance(op, AddArtifact):
+                self.artifact_kinds[op.artifact_id] = op.artifact_kind
+            self._emit(before, op)
+        else:
+            self._resend_state(op)
         return receipt
 
-    def _facts(self, op: Any) -> Facts:
-        episodes = {
-            e: EpisodeFacts(e, ep.conversation_id, ep.text) for e, ep in self.episodes.items()
+    # --- turning ledger changes into pull changes -----------------------------------------
+
+    def _snapshot(self) -> dict[str, Any]:
+        return {
+            "episodes": set(self.ledger.episodes),
+            "records": {
+                rid: (set(r.versions), self._state(r)) for rid, r in self.ledger.records.items()
+            },
+            "artifacts": set(self.ledger.artifacts),
+            "projects": dict(self.ledger.projects),
         }
-        record = None
-        rid = getattr(op, "record_id", None)
-        if rid in self.records:
-            r = self.records[rid]
-            record = RecordFacts(rid, r.lifecycle, 1)
-        return Facts(record=record, episodes=episodes)
 
-    def _next_seq(self) -> int:
+    @staticmethod
+    def _state(r: LedgerRecord) -> tuple[Any, ...]:
+        return (r.lifecycle, r.version, r.usage, r.superseded_by, tuple(sorted(r.conflicts)))
+
+    def _new_key(self, kind: str, item_id: str, version: int) -> None:
+        self.keys[(kind, item_id, version)] = Sealed(make_id("key", self._rand(16)), self._rand(32))
+
+    def _log(self, kind: str, *what: Any) -> None:
         self.seq += 1
-        return self.seq
+        self.log.append((self.seq, kind, what))
 
-    def _effect(self, op: Any) -> None:
-        self.applied_effects += 1
-        if isinstance(op, AddEpisode):
-            self.episodes[op.episode_id] = FakeEpisode(
-                op.conversation_id,
-                op.text,
-                op.typed_at,
-                make_id("key", self._rand(16)),
-                self._rand(32),
-                self._next_seq(),
-            )
-        elif isinstance(op, Remember):
-            self.records[op.record_id] = FakeRecord(
-                op.text,
-                op.conversation_id,
-                list(op.source_episode_ids),
-                op.made_at,
-                make_id("key", self._rand(16)),
-                self._rand(32),
-                self._next_seq(),
-            )
-        elif isinstance(op, ForgetPermanently):
-            self.forget(op.record_id)
+    def _resend_state(self, op: AnyOperation) -> None:
+        record_id = getattr(op, "record_id", None)
+        record = self.ledger.records.get(record_id) if record_id else None
+        if record is not None and record.lifecycle is not LifecycleState.FORGOTTEN:
+            self._log("record_state", record_id)
 
-    def forget(self, record_id: str) -> FakeEvent:
-        record = self.records[record_id]
-        record.lifecycle = LifecycleState.FORGOTTEN
-        record.forgotten_at = NOW
-        gone = [e for e in record.sources if e in self.episodes]
-        key_ids = [record.key_id] + [self.episodes[e].key_id for e in gone]
-        for e in gone:
-            del self.episodes[e]
+    def _emit(self, before: dict[str, Any], op: AnyOperation) -> None:
+        ledger = self.ledger
+        for episode_id in ledger.episodes:
+            if episode_id not in before["episodes"]:
+                self._new_key("episode", episode_id, 1)
+                self._log("episode", episode_id)
+        forgotten: list[str] = []
+        for rid, record in ledger.records.items():
+            old_versions, old_state = before["records"].get(rid, (set(), None))
+            if record.lifecycle is LifecycleState.FORGOTTEN:
+                if old_state is not None and old_state[0] is not LifecycleState.FORGOTTEN:
+                    forgotten.append(rid)
+                continue
+            for version in sorted(set(record.versions) - old_versions):
+                self._new_key("record", rid, version)
+                self._log("record_version", rid, version)
+            if self._state(record) != old_state:
+                self._log("record_state", rid)
+        for artifact_id in ledger.artifacts:
+            if artifact_id not in before["artifacts"]:
+                self._new_key("artifact", artifact_id, 1)
+                self._log("artifact", artifact_id)
+        for name, is_open in ledger.projects.items():
+            if before["projects"].get(name) != is_open:
+                self._log("project", name, is_open)
+        gone_episodes = sorted(before["episodes"] - set(ledger.episodes))
+        gone_artifacts = sorted(before["artifacts"] - set(ledger.artifacts))
+        for n, rid in enumerate(forgotten):
+            self._destroy(
+                rid,
+                gone_episodes if n == 0 else [],
+                gone_artifacts if n == 0 else [],
+            )
+
+    def _destroy(self, record_id: str, episodes: list[str], artifacts: list[str]) -> FakeEvent:
+        key_ids = []
+        for (kind, item, _version), sealed in self.keys.items():
+            mine = (kind == "record" and item == record_id) or (
+                (kind, item) in {("episode", e) for e in episodes}
+                or (kind, item) in {("artifact", a) for a in artifacts}
+            )
+            if mine and sealed.dek is not None:
+                sealed.dek = None
+                key_ids.append(sealed.key_id)
+        self.seq += 1
         event = FakeEvent(
             event_id=len(self.events) + 1,
-            seq=self._next_seq(),
+            seq=self.seq,
             record_id=record_id,
             key_ids=key_ids,
-            episode_ids=gone,
+            episode_ids=episodes,
+            artifact_ids=artifacts,
             pending={d.device_id for d in self.devices.values()},
         )
         self.events.append(event)
@@ -302,79 +343,118 @@ class FakeCloud:
 
     # --- pull ------------------------------------------------------------------------
 
-    def _changes(self, device: FakeDevice) -> list[tuple[int, Any]]:
+    def _sealed(
+        self, box: SealedBox[Any], kind: str, item_id: str, version: int, plain: bytes
+    ) -> tuple[str, bytes, bytes] | None:
+        key = self.keys[(kind, item_id, version)]
+        if key.dek is None:
+            return None  # destroyed: the key-destruction event stands for it
+        sealed = seal(
+            key.dek, self._rand(24), plain, binding(self.space_id, kind, item_id, version)
+        )
+        if self.tamper_pull and kind == "record":
+            sealed = sealed[:-1] + bytes([sealed[-1] ^ 1])
+        return key.key_id, sealed, box.encrypt(key.dek)
+
+    def _change(self, box: SealedBox[Any], seq: int, kind: str, what: tuple[Any, ...]) -> Any:
+        ledger = self.ledger
+        if kind == "episode":
+            ep = ledger.episodes.get(what[0])
+            if ep is None:
+                return None
+            plain = EpisodeContent(conversation_id=ep.conversation_id, text=ep.text)
+            sealed = self._sealed(box, "episode", what[0], 1, plain.model_dump_json().encode())
+            if sealed is None:
+                return None
+            assert ep.typed_at is not None
+            return EpisodeChange(
+                seq=seq,
+                episode_id=what[0],
+                typed_at=ep.typed_at,
+                key_id=sealed[0],
+                sealed_content=sealed[1],
+                sealed_key=sealed[2],
+            )
+        if kind == "record_version":
+            rid, version = what
+            record = ledger.records[rid]
+            content: RecordContent | None = record.versions.get(version)
+            if content is None:
+                return None
+            sealed = self._sealed(box, "record", rid, version, content.model_dump_json().encode())
+            if sealed is None:
+                return None
+            return RecordVersionChange(
+                seq=seq,
+                record_id=rid,
+                version=version,
+                supersedes=version - 1 if version > 1 else None,
+                recorded_at=NOW,
+                key_id=sealed[0],
+                sealed_content=sealed[1],
+                sealed_key=sealed[2],
+            )
+        if kind == "record_state":
+            record = ledger.records[what[0]]
+            if record.lifecycle is LifecycleState.FORGOTTEN:
+                return None  # the key destruction says it
+            return RecordStateChange(
+                seq=seq,
+                record_id=what[0],
+                lifecycle_state=record.lifecycle,
+                current_version=record.version,
+                usage_restriction=record.usage,
+                superseded_by_record=record.superseded_by,
+                conflicts_with=sorted(record.conflicts),
+                at=NOW,
+            )
+        if kind == "artifact":
+            held = ledger.artifacts.get(what[0])
+            if held is None:
+                return None
+            parents, payload = held
+            body = ArtifactContent(kind=self.artifact_kinds[what[0]], payload=payload)
+            sealed = self._sealed(box, "artifact", what[0], 1, body.model_dump_json().encode())
+            if sealed is None:
+                return None
+            return ArtifactChange(
+                seq=seq,
+                artifact_id=what[0],
+                derived_from=list(parents),
+                created_at=NOW,
+                key_id=sealed[0],
+                sealed_content=sealed[1],
+                sealed_key=sealed[2],
+            )
+        name, is_open = what
+        return ProjectChange(seq=seq, project=name, open=is_open, at=NOW)
+
+    def _changes(self, device: FakeDevice) -> list[Any]:
         box = SealedBox(PublicKey(device.public_key))
-        out: list[tuple[int, Any]] = []
-        for eid, ep in self.episodes.items():
-            content = EpisodeContent(conversation_id=ep.conversation_id, text=ep.text)
-            sealed = seal(
-                ep.dek,
-                self._rand(24),
-                content.model_dump_json().encode(),
-                binding(self.space_id, "episode", eid, 1),
-            )
-            out.append(
-                (
-                    ep.seq,
-                    EpisodeChange(
-                        seq=ep.seq,
-                        episode_id=eid,
-                        typed_at=ep.typed_at,
-                        key_id=ep.key_id,
-                        sealed_content=sealed,
-                        sealed_key=box.encrypt(ep.dek),
-                    ),
-                )
-            )
-        for rid, rec in self.records.items():
-            if rec.lifecycle is LifecycleState.FORGOTTEN:
-                continue
-            record_content = RecordContent(
-                text=rec.text,
-                source_episode_ids=rec.sources,
-                conversation_id=rec.conversation_id,
-            )
-            plain = record_content.model_dump_json().encode()
-            sealed = seal(rec.dek, self._rand(24), plain, binding(self.space_id, "record", rid, 1))
-            if self.tamper_pull:
-                sealed = sealed[:-1] + bytes([sealed[-1] ^ 1])
-            out.append(
-                (
-                    rec.seq,
-                    RecordVersionChange(
-                        seq=rec.seq,
-                        record_id=rid,
-                        version=1,
-                        epistemic_state=EpistemicState.SAID,
-                        lifecycle_state=rec.lifecycle,
-                        recorded_at=rec.recorded_at,
-                        key_id=rec.key_id,
-                        sealed_content=sealed,
-                        sealed_key=box.encrypt(rec.dek),
-                    ),
-                )
-            )
+        out: list[Any] = []
+        for seq, kind, what in self.log:
+            change = self._change(box, seq, kind, what)
+            if change is not None:
+                out.append(change)
         for ev in self.events:
             out.append(
-                (
-                    ev.seq,
-                    KeyDestruction(
-                        seq=ev.seq,
-                        event_id=ev.event_id,
-                        record_id=ev.record_id,
-                        key_ids=ev.key_ids,
-                        episode_ids=ev.episode_ids,
-                        destroyed_at=NOW,
-                    ),
+                KeyDestruction(
+                    seq=ev.seq,
+                    event_id=ev.event_id,
+                    record_id=ev.record_id,
+                    key_ids=ev.key_ids,
+                    episode_ids=ev.episode_ids,
+                    artifact_ids=ev.artifact_ids,
+                    destroyed_at=NOW,
                 )
             )
-        return sorted(out, key=lambda item: item[0])
+        return sorted(out, key=lambda c: c.seq)
 
     def _pull(self, device: FakeDevice, request: PullRequest) -> httpx.Response:
         if request.cursor is not None and not request.cursor.startswith("c"):
             return self._error(400, ErrorCode.MALFORMED_CURSOR, "not a cursor of this server")
         after = int(request.cursor[1:]) if request.cursor else 0
-        changes = [c for seq, c in self._changes(device) if seq > after]
+        changes = [c for c in self._changes(device) if c.seq > after]
         page = changes[: request.limit]
         last = page[-1].seq if page else after
         return self._ok(
@@ -388,6 +468,20 @@ class FakeCloud:
                 ev.pending.discard(device.device_id)
                 done.append(ev.event_id)
         return self._ok(AckResponse(acknowledged=done))
+
+    # --- helpers for tests ----------------------------------------------------------------
+
+    def forget(self, record_id: str) -> None:
+        """Forget a record directly on the cloud, as another device's push would."""
+        op = ForgetPermanently(
+            op_id=make_id("op", self._rand(16)),
+            made_at=NOW,
+            initiated_by=Initiator.USER,
+            record_id=record_id,
+        )
+        before = self._snapshot()
+        step(self.ledger, op, 0, NOW)
+        self._emit(before, op)
 
     def pending_for(self, record_id: str) -> set[str]:
         return {d for ev in self.events if ev.record_id == record_id for d in ev.pending}

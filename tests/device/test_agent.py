@@ -96,7 +96,9 @@ def test_recall_by_word_with_dated_quote(make_agent: MakeAgent) -> None:
     agent.remember("The dog is called Biscuit.", "conv-1")
     [hit] = agent.recall("Where did I grow up? duluth")
     assert hit.record_id == duluth and hit.epistemic_state == "said"
-    assert hit.line == 'On 2026-03-01 you wrote: "I grew up in Duluth."'
+    assert hit.line == (
+        'On 2026-03-01 you wrote: "I grew up in Duluth."  [personal_fact | said | You told me]'
+    )
     assert agent.recall("nothing matches this") == []
     assert len(agent.recall("the I", limit=1)) == 1
 

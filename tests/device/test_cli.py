@@ -52,7 +52,7 @@ def test_cli_errors_exit_2_without_traceback(
     code, _, err = run(capsys, "remember", "1729", "--conversation", "c1")
     assert code == 2 and "only a fragment" in err
     code, _, err = run(capsys, "forget", "rec_aaaaaaaaaaaaaaaa")
-    assert code == 2 and "only permanent forgetting exists so far" in err
+    assert code == 2 and "forgetting one record is permanent" in err
     monkeypatch.setattr("builtins.input", lambda prompt: "no")
     code, _, err = run(capsys, "forget", "rec_aaaaaaaaaaaaaaaa", "--permanent")
     assert code == 2 and "not confirmed" in err
@@ -72,3 +72,67 @@ def test_init_prompts_twice(
     code, _, err = run(capsys, "init", "--name", "p", "--dir", str(tmp_path / "d"))
     assert code == 2 and "passphrases differ" in err
     assert not (tmp_path / "d" / "device.db").exists()
+
+
+def test_cli_memory_controls(env: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    run(capsys, "init", "--name", "phone")
+    run(capsys, "say", "My blood type is O negative. I like tea.", "--conversation", "c1")
+    code, out, _ = run(
+        capsys, "remember", "My blood type is O negative.", "--conversation", "c1",
+        "--type", "personal_fact", "--area", "health", "--area", "general",
+        "--subject", "blood type", "--json",
+    )  # fmt: skip
+    assert code == 0
+    record = json.loads(out)["record_id"]
+    assert json.loads(out)["receipt"]["effect"] == "created"
+    code, out, _ = run(capsys, "only-use-for", record, "--area", "health")
+    assert out.strip() == "I'll only use it where you said."
+    assert "Nothing found." in run(capsys, "recall", "blood")[1]
+    assert record in run(capsys, "recall", "blood", "--area", "health")[1]
+    assert "Nothing found." in run(capsys, "recall", "blood", "--area", "health",
+                                   "--no-personalization")[1]  # fmt: skip
+    run(capsys, "only-use-for", record, "--clear")
+    run(capsys, "say", "Sorry, my blood type is A positive.", "--conversation", "c2")
+    code, out, _ = run(
+        capsys, "correct", record, "Sorry, my blood type is A positive.", "--conversation", "c2"
+    )
+    assert out.strip() == (
+        "Your correction was committed; the previous version is no longer active."
+    )
+    code, out, _ = run(capsys, "history", record, "--json")
+    assert [v["current"] for v in json.loads(out)] == [False, True]
+    assert "you wrote" in run(capsys, "explain", record)[1]
+    assert "won't use it" in run(capsys, "dont-use", record)[1]
+    assert "use it again" in run(capsys, "use-again", record)[1]
+    code, _, err = run(capsys, "confirm", record)
+    assert code == 2 and "only a candidate is confirmed" in err
+    code, _, err = run(capsys, "still", record, "--yes")
+    assert code == 2 and "not 'for now'" in err
+    code, out, _ = run(capsys, "know", "--json")
+    [view] = json.loads(out)
+    assert (view["version"], view["confidence"]) == (2, "You told me")
+    assert "A positive" in run(capsys, "as-of", "2030-01-01T00:00:00+00:00")[1]
+    assert run(capsys, "as-of", "2020-01-01T00:00:00+00:00")[1].strip() == (
+        "Memory held nothing then."
+    )
+    assert run(capsys, "questions")[1].strip() == "No questions."
+    assert run(capsys, "project", "Thesis", "--open")[1].strip() == "Project open."
+    assert "Project closed" in run(capsys, "project", "Thesis", "--close")[1]
+
+
+def test_cli_temporary_and_mass_forget(
+    env: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    run(capsys, "init", "--name", "phone")
+    before = (env / "device.db").read_bytes()
+    code, out, _ = run(capsys, "say", "A secret.", "--conversation", "t", "--temporary")
+    assert code == 0 and "nothing was logged" in out
+    code, _, err = run(capsys, "remember", "A secret.", "--conversation", "t", "--temporary")
+    assert code == 2 and "temporary mode is on" in err
+    assert (env / "device.db").read_bytes() == before
+    monkeypatch.setenv("MEMSYNC_ACCOUNT_PASSPHRASE", "account words")
+    code, _, err = run(capsys, "forget", "--all", "--yes")
+    assert code == 2 and "no account key is set" in err
+    monkeypatch.setattr("builtins.input", lambda prompt: "no")
+    code, _, err = run(capsys, "forget", "--area", "health")
+    assert code == 2 and "not confirmed; all memory in health was not changed" in err

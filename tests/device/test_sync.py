@@ -61,14 +61,17 @@ def test_push_drains_queue_with_receipts_and_another_device_pulls(
     db = phone._debug_db()
     statuses = [r["receipt_json"] for r in db.all("SELECT receipt_json FROM receipts")]
     assert len(statuses) == 2 and all('"applied"' in s for s in statuses)
-    # own changes come back in the pull: held already, so nothing is rewritten
-    assert report.pulled == 2 and len(phone.data_key_ids()) == 2
+    # own changes come back in the pull (episode, version, state): held already, so
+    # nothing is rewritten and no key is added
+    assert report.pulled == 3 and len(phone.data_key_ids()) == 2
 
     laptop = enrolled(make_agent, cloud, "laptop", seed=2)
     laptop.sync()
     [hit] = laptop.recall("duluth")
     assert hit.record_id == record
-    assert hit.line == 'On 2026-03-01 you wrote: "I grew up in Duluth."'
+    assert hit.line == (
+        'On 2026-03-01 you wrote: "I grew up in Duluth."  [personal_fact | said | You told me]'
+    )
     assert laptop.list_records()[0].sync_state == "synced"
     # the pulled episode backs a local "said" check on the laptop too
     assert laptop.remember("My favorite number is not 1729.", "c1").record_id

@@ -45,6 +45,8 @@ def _episode(n: int, text: str) -> dict[str, Any]:
         "conversation_id": "c1",
         "text": text,
         "typed_at": AT,
+        "made_at": AT,
+        "initiated_by": "user",
     }
 
 
@@ -66,7 +68,13 @@ def test_unknown_protocol_version_is_refused_naming_the_range(cloud: RunningClou
 
 def test_malformed_op_is_refused_and_the_rest_of_the_batch_applies(cloud: RunningCloud) -> None:
     client = _enroll(cloud, "ada")
-    bad = {"kind": "remember", "op_id": make_id("op", b"\x09" * 10), "text": "no record id"}
+    bad = {
+        "kind": "remember",
+        "op_id": make_id("op", b"\x09" * 10),
+        "text": "no record id",
+        "made_at": AT,
+        "initiated_by": "user",
+    }
     ops = [_episode(1, "I grew up in Duluth."), bad, _episode(2, "I like tea.")]
     response = client.post("/v1/push", json={"protocol_version": 1, "ops": ops})
     assert response.status_code == 200, response.text
@@ -113,12 +121,14 @@ def test_op_on_forgotten_record_is_refused_and_content_stays_gone(
         "conversation_id": "c1",
         "source_episode_ids": [make_id("ep", b"\x01" * 10)],
         "made_at": AT,
+        "initiated_by": "user",
     }
     forget = {
         "kind": "forget_permanently",
         "op_id": make_id("op", b"\x08" * 10),
         "record_id": record_id,
         "made_at": AT,
+        "initiated_by": "user",
     }
     response = client.post("/v1/push", json={"protocol_version": 1, "ops": [remember, forget]})
     assert response.status_code == 200, response.text
@@ -147,6 +157,7 @@ def test_another_space_is_not_found(cloud: RunningCloud, tmp_path: Path) -> None
         "op_id": make_id("op", b"\x05" * 10),
         "record_id": record_id,
         "made_at": AT,
+        "initiated_by": "user",
     }
     receipts = other.post("/v1/push", json={"protocol_version": 1, "ops": [forget]}).json()
     assert receipts["receipts"][0]["code"] == "unknown_record"

@@ -66,7 +66,7 @@ def test_corrections_win_on_every_device(pair) -> None:  # type: ignore[no-untyp
     phone.agent.sync()
     laptop.agent.sync()
     laptop.go_offline()
-    laptop.agent.say("No, I drink my coffee hot.", "c2")
+    laptop.agent.say("No. I drink my coffee hot.", "c2")
     result = laptop.agent.correct(record, "I drink my coffee hot.", "c2")
     assert result.message == (
         "Your correction was committed; the previous version is no longer active."

@@ -1,0 +1,324 @@
+"""Performing the effects ``protocol.rules.decide`` returned, inside the push's transaction.
+
+Invariants:
+- Each effect is performed exactly as ``protocol.ledger._perform`` performs it; the
+  content sealed is the effect's own (rules built it), never rebuilt here.
+- Content rows (record versions, episodes, artifacts) are only inserted. A correction
+  is a new sealed version pointing at the old one; state lives in ``records``.
+- Every op that touches a record ends with one ``record_state`` change and one
+  ``record_events`` entry per touched record (the whole state after the op).
+- A forget marks skeletons, writes one key-destruction event per record (its version
+  keys, the source episodes it claims, the artifacts derived from it), marks every
+  device holding any of those items pending, and drops the record's index and
+  derivation rows; the keys themselves are destroyed after commit (``ensure_destroyed``).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from datetime import datetime
+
+from cloud.store.base import (
+    ArtifactRow,
+    ChangeRow,
+    DerivationRow,
+    EpisodeRow,
+    ForgetKey,
+    ProjectRow,
+    RecordEventRow,
+    StoreSession,
+    VersionRow,
+)
+from cloud.store.sql_memory import EPISODES_ONLY
+from cloud.vault import Vault
+from protocol import subjects
+from protocol.messages import EpisodeContent
+from protocol.model import ArtifactContent, LifecycleState, RecordContent
+from protocol.operations import AddArtifact, AddEpisode, AnyOperation, SetProject
+from protocol.rules import (
+    AddVersion,
+    CreateArtifact,
+    CreateEpisode,
+    CreateRecord,
+    Effect,
+    FlagConflict,
+    FlagSuperseded,
+    ForgetRecords,
+    SetLifecycle,
+    SetProjectState,
+    SetUsage,
+)
+
+log = logging.getLogger("memsync.cloud")
+FORGOTTEN = LifecycleState.FORGOTTEN.value
+
+
+class EffectWriter:
+    """Performs one accepted op's effects for the device that pushed it."""
+
+    def __init__(
+        self, s: StoreSession, vault: Vault, space_id: str, device_id: str, now: datetime
+    ) -> None:
+        self.s = s
+        self.vault = vault
+        self.space_id = space_id
+        self.device_id = device_id
+        self.now = now
+        self._touched: dict[str, list[str]] = {}  # record id -> what changed, in order
+
+    def perform(self, op: AnyOperation, effect: Effect) -> None:
+        if isinstance(effect, CreateEpisode):
+            assert isinstance(op, AddEpisode)
+            self._episode(op)
+        elif isinstance(effect, CreateRecord):
+            self._version(
+                effect.record_id, effect.version, None, effect.content, effect.lifecycle_state
+            )
+            self._touch(effect.record_id, "created")
+        elif isinstance(effect, AddVersion):
+            self._version(effect.record_id, effect.version, effect.supersedes, effect.content)
+            self._state(
+                effect.record_id,
+                current_version=effect.version,
+                lifecycle=effect.lifecycle_state.value,
+            )
+            self._touch(effect.record_id, "version")
+        elif isinstance(effect, SetLifecycle):
+            self._state(effect.record_id, lifecycle=effect.lifecycle_state.value)
+            self._touch(effect.record_id, "lifecycle")
+        elif isinstance(effect, SetUsage):
+            usage = None if effect.restriction is None else effect.restriction.model_dump_json()
+            self._state(effect.record_id, usage_restriction=usage)
+            self._touch(effect.record_id, "usage")
+        elif isinstance(effect, FlagSuperseded):
+            self._state(effect.record_id, superseded_by=effect.by_record)
+            self._touch(effect.record_id, "superseded")
+        elif isinstance(effect, FlagConflict):
+            row = self.s.record(self.space_id, effect.record_id)
+            known = set(json.loads(row.conflicts)) if row and row.conflicts else set()
+            self._state(
+                effect.record_id, conflicts=json.dumps(sorted({*known, effect.other_record}))
+            )
+            self._touch(effect.record_id, "conflict")
+        elif isinstance(effect, CreateArtifact):
+            assert isinstance(op, AddArtifact)
+            self._artifact(op, effect)
+        elif isinstance(effect, SetProjectState):
+            assert isinstance(op, SetProject)
+            seq = self.s.allocate_seq(self.space_id)
+            self.s.set_project(
+                self.space_id, ProjectRow(effect.project, effect.open, self.now, seq)
+            )
+            self.change(seq, "project", project=effect.project)
+        else:
+            assert isinstance(effect, ForgetRecords)
+            Forgetting(self).forget(effect)
+
+    def finish(self) -> None:
+        """One ``record_state`` change and history entry per record the op touched."""
+        for record_id, kinds in self._touched.items():
+            row = self.s.record(self.space_id, record_id)
+            if row is None or row.lifecycle == FORGOTTEN:
+                continue
+            seq = self.s.allocate_seq(self.space_id)
+            self._state(record_id, state_seq=seq)
+            self.change(seq, "record_state", record_id=record_id)
+            self.s.add_record_event(
+                self.space_id,
+                RecordEventRow(
+                    record_id, seq, self.now, ",".join(kinds), row.lifecycle, row.current_version
+                ),
+            )
+        self._touched.clear()
+
+    # --- helpers ------------------------------------------------------------------
+
+    def _touch(self, record_id: str, kind: str) -> None:
+        self._touched.setdefault(record_id, []).append(kind)
+
+    def _state(self, record_id: str, **values: object) -> None:
+        self.s.set_record_state(self.space_id, record_id, **values)
+
+    def change(
+        self,
+        seq: int,
+        kind: str,
+        *,
+        record_id: str | None = None,
+        version: int | None = None,
+        episode_id: str | None = None,
+        event_id: int | None = None,
+        artifact_id: str | None = None,
+        project: str | None = None,
+    ) -> None:
+        self.s.add_change(
+            self.space_id,
+            ChangeRow(
+                seq=seq,
+                kind=kind,
+                at=self.now,
+                record_id=record_id,
+                version=version,
+                episode_id=episode_id,
+                event_id=event_id,
+                artifact_id=artifact_id,
+                project=project,
+            ),
+        )
+
+    def _episode(self, op: AddEpisode) -> None:
+        content = EpisodeContent(conversation_id=op.conversation_id, text=op.text)
+        key_id, sealed = self.vault.seal_new(self.space_id, "episode", op.episode_id, 1, content)
+        self.s.insert_episode(self.space_id, EpisodeRow(op.episode_id, op.typed_at, key_id, sealed))
+        self.change(self.s.allocate_seq(self.space_id), "episode", episode_id=op.episode_id)
+        self.s.add_holdings(self.space_id, self.device_id, [("episode", op.episode_id)])
+
+    def _version(
+        self,
+        record_id: str,
+        version: int,
+        supersedes: int | None,
+        content: RecordContent,
+        create_as: LifecycleState | None = None,
+    ) -> None:
+        """Seal and insert one version; with ``create_as``, the record is new."""
+        s, space = self.s, self.space_id
+        seq = s.allocate_seq(space)
+        key_id, sealed = self.vault.seal_new(space, "record", record_id, version, content)
+        if create_as is not None:
+            s.insert_record(space, record_id, create_as.value, version, self.now, seq)
+        s.insert_version(
+            space, VersionRow(record_id, version, supersedes, self.now, key_id, sealed)
+        )
+        self.change(seq, "record_version", record_id=record_id, version=version)
+        s.add_holdings(space, self.device_id, [("record", record_id)])
+        key = subjects.index_key(content.text, content.subject)
+        tokens = [] if key is None else [self.vault.subject_token(space, key)]
+        s.set_subject_tokens(space, record_id, tokens)
+        s.add_derivations(
+            space,
+            (
+                DerivationRow(parent, "record", record_id, seq, position)
+                for position, parent in enumerate(content.derived_from)
+            ),
+        )
+
+    def _artifact(self, op: AddArtifact, effect: CreateArtifact) -> None:
+        s, space = self.s, self.space_id
+        seq = s.allocate_seq(space)
+        content = ArtifactContent(kind=effect.artifact_kind, payload=op.payload)
+        key_id, sealed = self.vault.seal_new(space, "artifact", effect.artifact_id, 1, content)
+        s.insert_artifact(space, ArtifactRow(effect.artifact_id, self.now, key_id, sealed))
+        s.add_derivations(
+            space,
+            (
+                DerivationRow(parent, "artifact", effect.artifact_id, seq, position)
+                for position, parent in enumerate(effect.derived_from)
+            ),
+        )
+        self.change(seq, "artifact", artifact_id=effect.artifact_id)
+        s.add_holdings(space, self.device_id, [("artifact", effect.artifact_id)])
+
+
+class Forgetting:
+    """The forget cascade of one ``ForgetRecords`` effect (see the module invariants)."""
+
+    def __init__(self, writer: EffectWriter) -> None:
+        self.w = writer
+        self.s = writer.s
+        self.space_id = writer.space_id
+
+    def _sources(self, record_id: str, keys: list[ForgetKey]) -> list[str]:
+        """Append every version key of the record; return its source episodes."""
+        sources: list[str] = []
+        for version in self.s.versions(self.space_id, record_id):
+            keys.append(ForgetKey(version.key_id))
+            content = self.w.vault.open(
+                self.s,
+                self.space_id,
+                "record",
+                record_id,
+                version.version,
+                version.key_id,
+                version.sealed_content,
+                RecordContent,
+            )
+            if content is None:
+                log.error(
+                    "record %s v%d of %s has no data key; its source episodes cannot be read",
+                    record_id,
+                    version.version,
+                    self.space_id,
+                )
+                continue
+            sources.extend(e for e in content.source_episode_ids if e not in sources)
+        return sources
+
+    def forget(self, effect: ForgetRecords) -> None:
+        s, space, now = self.s, self.space_id, self.w.now
+        rows = s.records(space, effect.record_ids)
+        records = [r for r in effect.record_ids if r in rows and rows[r].lifecycle != FORGOTTEN]
+        keys: dict[str, list[ForgetKey]] = {r: [] for r in records}
+        items: dict[str, list[tuple[str, str]]] = {r: [("record", r)] for r in records}
+        claimed: dict[str, str] = {}  # episode id -> the record whose event destroys it
+        for record_id in records:
+            for episode_id in self._sources(record_id, keys[record_id]):
+                claimed.setdefault(episode_id, record_id)
+        orphans: list[str] = []
+        if effect.all_episodes:
+            orphans = [e for e in s.all_episode_ids(space) if e not in claimed]
+        gone = s.forgotten_episode_ids(space, [*claimed, *orphans])
+        episode_rows = s.episodes(space, [*claimed, *orphans])
+        for episode_id, owner in claimed.items():
+            row = episode_rows.get(episode_id)
+            if row is not None and episode_id not in gone:
+                keys[owner].append(ForgetKey(row.key_id, episode_id=episode_id))
+                items[owner].append(("episode", episode_id))
+        live_orphans = [e for e in orphans if e in episode_rows and e not in gone]
+        artifact_rows = s.artifacts(space, effect.artifact_ids)
+        for artifact_id in effect.artifact_ids:
+            artifact = artifact_rows.get(artifact_id)
+            if artifact is None or not records:
+                continue
+            parents = s.parents_of(space, "artifact", artifact_id)
+            owner = next((r for r in records if r in parents), records[0])
+            keys[owner].append(ForgetKey(artifact.key_id, artifact_id=artifact_id))
+            items[owner].append(("artifact", artifact_id))
+        if records and live_orphans:
+            for episode_id in live_orphans:
+                keys[records[0]].append(ForgetKey(episode_rows[episode_id].key_id, episode_id))
+                items[records[0]].append(("episode", episode_id))
+            live_orphans = []
+        for record_id in records:
+            seq = s.allocate_seq(space)
+            s.mark_forgotten(space, record_id, now)
+            self.w.change(seq, "key_destruction", record_id=record_id, event_id=seq)
+            s.add_record_event(
+                space,
+                RecordEventRow(
+                    record_id, seq, now, "forgotten", FORGOTTEN, rows[record_id].current_version
+                ),
+            )
+            holders = s.holders(space, items[record_id])
+            s.add_forget_event(space, seq, record_id, now, keys[record_id], holders)
+        if live_orphans:
+            # no record to name: the keys still go, but no device can be told (a protocol
+            # gap: KeyDestruction needs a record id), so nobody is made pending for it
+            log.warning(
+                "forgetting all memory of %s: %d episode(s) belong to no record; their keys "
+                "are destroyed but devices are not told",
+                space,
+                len(live_orphans),
+            )
+            seq = s.allocate_seq(space)
+            s.add_forget_event(
+                space,
+                seq,
+                EPISODES_ONLY,
+                now,
+                [ForgetKey(episode_rows[e].key_id, e) for e in live_orphans],
+                [],
+            )
+        s.drop_subject_tokens(space, records)
+        s.drop_derivations(space, records, effect.artifact_ids)

@@ -1,0 +1,201 @@
+"""Gathering ``protocol.rules.Facts`` for one operation from the record store.
+
+Invariants:
+- Facts come from the store and the key store, never from the caller's claims: the
+  episodes a "said" check reads are opened from the episode log with their keys.
+- The facts handed to ``decide`` equal what ``protocol.ledger.facts_for`` would hand
+  it for the same history (records in creation order, derived records before
+  artifacts), so the cloud decides exactly like the reference and the device.
+- Forgotten content is absent: a record whose keys are gone has no content, a
+  forgotten episode is unknown to "said" checks, but its id stays taken.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+
+from cloud.store.base import RecordRow, StoreSession
+from cloud.vault import Vault
+from protocol import subjects
+from protocol.messages import EpisodeContent
+from protocol.model import LifecycleState, RecordContent
+from protocol.operations import (
+    AddArtifact,
+    AddEpisode,
+    AnyOperation,
+    Correct,
+    ForgetArea,
+    ForgetPermanently,
+    Infer,
+    Remember,
+    RestrictUsage,
+    SetProject,
+)
+from protocol.rules import DerivedItem, EpisodeFacts, Facts, RecordFacts
+
+FORGOTTEN = LifecycleState.FORGOTTEN.value
+
+
+class FactsReader:
+    """Reads what ``decide`` may look at, inside the push's transaction."""
+
+    def __init__(self, s: StoreSession, vault: Vault, space_id: str) -> None:
+        self.s = s
+        self.vault = vault
+        self.space_id = space_id
+
+    # --- single items -------------------------------------------------------------
+
+    def content(self, row: RecordRow) -> RecordContent | None:
+        """The current version's content of a live record (None when forgotten)."""
+        if row.lifecycle == FORGOTTEN:
+            return None
+        version = self.s.version(self.space_id, row.record_id, row.current_version)
+        if version is None:
+            return None
+        return self.vault.open(
+            self.s,
+            self.space_id,
+            "record",
+            row.record_id,
+            version.version,
+            version.key_id,
+            version.sealed_content,
+            RecordContent,
+        )
+
+    def record(self, row: RecordRow, *, with_content: bool = True) -> RecordFacts:
+        lifecycle = LifecycleState(row.lifecycle)
+        content = self.content(row) if with_content else None
+        version = 0 if lifecycle is LifecycleState.FORGOTTEN else row.current_version
+        return RecordFacts(row.record_id, lifecycle, version, content)
+
+    def episodes(self, episode_ids: Iterable[str]) -> dict[str, EpisodeFacts]:
+        """The named episodes whose content is still readable, opened with their keys."""
+        out: dict[str, EpisodeFacts] = {}
+        for episode_id, row in self.s.episodes(self.space_id, episode_ids).items():
+            content = self.vault.open(
+                self.s,
+                self.space_id,
+                "episode",
+                episode_id,
+                1,
+                row.key_id,
+                row.sealed_content,
+                EpisodeContent,
+            )
+            if content is not None:
+                out[episode_id] = EpisodeFacts(
+                    episode_id, content.conversation_id, content.text, row.typed_at
+                )
+        return out
+
+    # --- what an op needs ---------------------------------------------------------
+
+    def related(self, record_id: str, text: str, subject: str | None) -> list[RecordFacts]:
+        """Active records sharing the subject-index key of ``text``/``subject``."""
+        key = subjects.index_key(text, subject)
+        if key is None:
+            return []
+        token = self.vault.subject_token(self.space_id, key)
+        ids = [r for r in self.s.records_with_subject(self.space_id, token) if r != record_id]
+        rows = sorted(
+            self.s.records(self.space_id, ids).values(),
+            key=lambda r: (r.created_seq or 0, r.record_id),
+        )
+        return [self.record(row) for row in rows if row.lifecycle == LifecycleState.ACTIVE.value]
+
+    def children(self, roots: Sequence[str]) -> dict[str, list[DerivedItem]]:
+        """Derivation edges reachable from ``roots`` (forgotten items are not children)."""
+        edges: dict[str, list[DerivedItem]] = {}
+        seen = set(roots)
+        frontier = set(roots)
+        while frontier:
+            rows = self.s.derivations_from(self.space_id, frontier)
+            children = self.s.records(
+                self.space_id, [r.child_id for r in rows if r.child_kind == "record"]
+            )
+            frontier = set()
+            for row in rows:
+                if row.child_kind == "record":
+                    child = children.get(row.child_id)
+                    if child is None or child.lifecycle == FORGOTTEN:
+                        continue
+                    if row.child_id not in seen:
+                        seen.add(row.child_id)
+                        frontier.add(row.child_id)
+                edges.setdefault(row.parent_record_id, []).append(
+                    DerivedItem(row.child_kind, row.child_id)
+                )
+        return edges
+
+    def area_records(self, op: ForgetArea) -> list[str]:
+        """Live records in the op's area (all live records for ``area: null``)."""
+        out: list[str] = []
+        for row in self.s.live_records(self.space_id):
+            content = self.content(row)
+            if content is not None and (op.area is None or op.area in content.life_areas):
+                out.append(row.record_id)
+        return out
+
+    def known_records(self, record_ids: Iterable[str]) -> dict[str, RecordFacts]:
+        # only existence and lifecycle matter to ``decide`` for parents: nothing is opened
+        rows = self.s.records(self.space_id, record_ids)
+        return {rid: self.record(row, with_content=False) for rid, row in rows.items()}
+
+    def projects(self) -> dict[str, bool]:
+        return {name: p.open for name, p in self.s.projects(self.space_id).items()}
+
+    # --- the whole of it ------------------------------------------------------------
+
+    def facts(self, op: AnyOperation) -> Facts:
+        s, space = self.s, self.space_id
+        record = None
+        record_id = getattr(op, "record_id", None)
+        if isinstance(record_id, str):
+            row = s.record(space, record_id)
+            record = None if row is None else self.record(row)
+        episodes: dict[str, EpisodeFacts] = {}
+        related: list[RecordFacts] = []
+        children: dict[str, list[DerivedItem]] = {}
+        area_records: list[str] = []
+        known: dict[str, RecordFacts] = {}
+        projects: dict[str, bool] = {}
+        artifact_exists = False
+        account_key = None
+        if isinstance(op, AddEpisode):
+            # only existence matters (an episode is written once, even after its content
+            # was forgotten), so the content is not opened
+            if s.episodes(space, [op.episode_id]):
+                episodes[op.episode_id] = EpisodeFacts(op.episode_id, "", "")
+        elif isinstance(op, Remember | Correct):
+            episodes = self.episodes(op.source_episode_ids)
+            if isinstance(op, Remember):
+                related = self.related(op.record_id, op.text, op.subject)
+        elif isinstance(op, Infer):
+            episodes = self.episodes(op.content.source_episode_ids)
+            related = self.related(op.record_id, op.content.text, op.content.subject)
+            known = self.known_records(op.content.derived_from)
+        elif isinstance(op, AddArtifact):
+            known = self.known_records(op.derived_from)
+            artifact_exists = bool(s.artifacts(space, [op.artifact_id]))
+        elif isinstance(op, ForgetPermanently):
+            children = self.children([op.record_id])
+        elif isinstance(op, ForgetArea):
+            account_key = s.account_key(space)
+            area_records = self.area_records(op)
+            children = self.children(area_records)
+        if isinstance(op, Remember | RestrictUsage | SetProject):
+            projects = self.projects()
+        return Facts(
+            space_id=space,
+            record=record,
+            episodes=episodes,
+            related=related,
+            children=children,
+            area_records=area_records,
+            known_records=known,
+            projects=projects,
+            artifact_exists=artifact_exists,
+            account_key=account_key,
+        )

@@ -1,0 +1,81 @@
+"""Sealing and opening content with per-item data keys, and hashing subject-index keys.
+
+Invariants:
+- Every record version, episode and artifact gets a fresh data key from the key store;
+  its ciphertext is bound to ``memsync/1|<space>|<kind>|<id>|<version>`` (kind
+  ``record``, ``episode`` or ``artifact``; episodes and artifacts use version 1).
+- Content whose key a committed forget names, or whose key is gone from the key store,
+  never opens: ``open`` answers None, even in the window before the sweep destroys it.
+- The subject index stores ``HMAC(index key of the space, protocol.subjects.index_key)``,
+  never the words the key is made of.
+"""
+
+from __future__ import annotations
+
+import hmac
+from collections.abc import Callable
+from typing import TypeVar
+
+from pydantic import BaseModel, ValidationError
+
+from cloud.errors import StoreError
+from cloud.keystore import KeyStore
+from cloud.store.base import StoreSession
+from protocol.errors import SealError
+from protocol.sealing import NONCE_BYTES, binding, open_sealed, seal
+
+_M = TypeVar("_M", bound=BaseModel)
+
+
+class Vault:
+    """The cloud's one way to seal and open content."""
+
+    def __init__(self, key_store: KeyStore, random_bytes: Callable[[int], bytes]) -> None:
+        self.key_store = key_store
+        self._random = random_bytes
+
+    def seal_new(
+        self, space_id: str, kind: str, item_id: str, version: int, content: BaseModel
+    ) -> tuple[str, bytes]:
+        """Seal ``content`` under a fresh data key; return ``(key_id, sealed)``."""
+        key_id, dek = self.key_store.create_data_key(space_id)
+        sealed = seal(
+            dek,
+            self._random(NONCE_BYTES),
+            content.model_dump_json().encode(),
+            binding(space_id, kind, item_id, version),
+        )
+        return key_id, sealed
+
+    def data_key(self, s: StoreSession, space_id: str, key_id: str) -> bytes | None:
+        """The plain DEK, or None once a forget names it (committed) or it is destroyed."""
+        if s.forgotten_key_ids(space_id, [key_id]):
+            return None
+        return self.key_store.data_key(space_id, key_id)
+
+    def open(
+        self,
+        s: StoreSession,
+        space_id: str,
+        kind: str,
+        item_id: str,
+        version: int,
+        key_id: str,
+        sealed: bytes,
+        model: type[_M],
+    ) -> _M | None:
+        """The opened content, or None when its key is forgotten."""
+        dek = self.data_key(s, space_id, key_id)
+        if dek is None:
+            return None
+        try:
+            plain = open_sealed(dek, sealed, binding(space_id, kind, item_id, version))
+            return model.model_validate_json(plain)
+        except (SealError, ValidationError) as exc:
+            raise StoreError(
+                f"{kind} {item_id} v{version} of {space_id} does not open: {exc}"
+            ) from exc
+
+    def subject_token(self, space_id: str, index_key: str) -> str:
+        key = self.key_store.index_key(space_id)
+        return hmac.new(key, index_key.encode("utf-8"), "sha256").hexdigest()

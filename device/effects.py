@@ -1,0 +1,229 @@
+"""Performing the effects ``protocol.rules.decide`` returns, on this device's store.
+
+Invariants:
+- Each effect does locally what ``protocol.ledger._perform`` does to the reference:
+  a new record or version is sealed under a fresh data key and INSERTed (never an
+  overwrite); lifecycle, usage, flags and projects are metadata; a forget shreds the
+  whole closure through ``device.shred``.
+- Every lifecycle or version change appends to the record's state history.
+- Derived rows (recall words, subject index, derivation edges) are written with the
+  content they come from, in the same transaction.
+- A queued op never carries text: ``queue_fields`` strips it, and the push re-reads it
+  from the sealed row (see ``device.sync``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from device import catalog, keys, shred, store
+from device.db import Database
+from protocol.messages import EpisodeContent
+from protocol.model import ArtifactContent, RecordContent
+from protocol.operations import (
+    AddArtifact,
+    AddEpisode,
+    AnyOperation,
+    Correct,
+    Infer,
+    Remember,
+)
+from protocol.rules import (
+    AddVersion,
+    CreateArtifact,
+    CreateEpisode,
+    CreateRecord,
+    Effect,
+    FlagConflict,
+    FlagSuperseded,
+    ForgetRecords,
+    SetLifecycle,
+    SetProjectState,
+    SetUsage,
+)
+
+
+@dataclass(frozen=True, slots=True)
+class Context:
+    db: Database
+    random_bytes: Callable[[int], bytes]
+    now: datetime
+    space: str
+
+    @property
+    def at(self) -> str:
+        return self.now.isoformat()
+
+
+def _seal(ctx: Context, kind: str, item_id: str, version: int, plain: bytes) -> keys.SealedItem:
+    sealed = keys.seal_new(ctx.random_bytes, ctx.space, kind, item_id, version, plain)
+    store.put_key(ctx.db, sealed.key_id, sealed.dek, "local")
+    return sealed
+
+
+def write_version(
+    ctx: Context,
+    record_id: str,
+    version: int,
+    supersedes: int | None,
+    content: RecordContent,
+    *,
+    sealed: keys.SealedItem | None = None,
+    recorded_at: str | None = None,
+    bound_space: str | None = None,
+) -> None:
+    """INSERT one version and the rows derived from it (words, subject, derivations)."""
+    item = sealed or _seal(ctx, "record", record_id, version, content.model_dump_json().encode())
+    store.insert_version(
+        ctx.db,
+        record_id=record_id,
+        version=version,
+        supersedes=supersedes,
+        epistemic_state=content.epistemic_state.value,
+        recorded_at=recorded_at or ctx.at,
+        bound_space=bound_space or ctx.space,
+        key_id=item.key_id,
+        sealed=item.sealed,
+    )
+    store.index_words(ctx.db, record_id, content.text)
+    catalog.add_derivations(ctx.db, "record", record_id, content.derived_from)
+
+
+def _create_record(ctx: Context, effect: CreateRecord) -> None:
+    store.insert_record(
+        ctx.db,
+        record_id=effect.record_id,
+        lifecycle=effect.lifecycle_state.value,
+        current_version=effect.version,
+        sync_state="pending",
+    )
+    write_version(ctx, effect.record_id, effect.version, None, effect.content)
+    catalog.index_subject(ctx.db, effect.record_id, effect.content)
+    catalog.log_event(
+        ctx.db, effect.record_id, ctx.at, effect.lifecycle_state.value, effect.version
+    )
+
+
+def _add_version(ctx: Context, effect: AddVersion) -> None:
+    write_version(ctx, effect.record_id, effect.version, effect.supersedes, effect.content)
+    store.set_current_version(ctx.db, effect.record_id, effect.version)
+    store.set_record_state(ctx.db, effect.record_id, lifecycle=effect.lifecycle_state.value)
+    catalog.index_subject(ctx.db, effect.record_id, effect.content)
+    catalog.log_event(
+        ctx.db, effect.record_id, ctx.at, effect.lifecycle_state.value, effect.version
+    )
+
+
+def _set_lifecycle(ctx: Context, effect: SetLifecycle) -> None:
+    store.set_record_state(ctx.db, effect.record_id, lifecycle=effect.lifecycle_state.value)
+    row = store.record_row(ctx.db, effect.record_id)
+    catalog.log_event(
+        ctx.db, effect.record_id, ctx.at, effect.lifecycle_state.value, row["current_version"]
+    )
+
+
+def _flag_conflict(ctx: Context, effect: FlagConflict) -> None:
+    row = store.record_row(ctx.db, effect.record_id)
+    store.set_conflicts(ctx.db, effect.record_id, [*store.conflicts_of(row), effect.other_record])
+
+
+def perform(ctx: Context, op: AnyOperation, effect: Effect) -> None:
+    """Do one effect on the store (inside the caller's transaction)."""
+    if isinstance(effect, CreateEpisode):
+        assert isinstance(op, AddEpisode)
+        content = EpisodeContent(conversation_id=op.conversation_id, text=op.text)
+        item = _seal(ctx, "episode", op.episode_id, 1, content.model_dump_json().encode())
+        store.insert_episode(
+            ctx.db,
+            episode_id=op.episode_id,
+            conversation_id=op.conversation_id,
+            typed_at=op.typed_at.isoformat(),
+            bound_space=ctx.space,
+            key_id=item.key_id,
+            sealed=item.sealed,
+            sync_state="pending",
+        )
+    elif isinstance(effect, CreateRecord):
+        _create_record(ctx, effect)
+    elif isinstance(effect, AddVersion):
+        _add_version(ctx, effect)
+    elif isinstance(effect, SetLifecycle):
+        _set_lifecycle(ctx, effect)
+    elif isinstance(effect, SetUsage):
+        restriction = effect.restriction
+        area = restriction.area.value if restriction and restriction.area else None
+        store.set_usage(
+            ctx.db, effect.record_id, area, restriction.project if restriction else None
+        )
+    elif isinstance(effect, FlagSuperseded):
+        store.set_superseded_by(ctx.db, effect.record_id, effect.by_record)
+    elif isinstance(effect, FlagConflict):
+        _flag_conflict(ctx, effect)
+    elif isinstance(effect, CreateArtifact):
+        assert isinstance(op, AddArtifact)
+        body = ArtifactContent(kind=op.artifact_kind, payload=op.payload)
+        item = _seal(ctx, "artifact", op.artifact_id, 1, body.model_dump_json().encode())
+        catalog.insert_artifact(
+            ctx.db,
+            artifact_id=op.artifact_id,
+            kind=op.artifact_kind.value,
+            created_at=ctx.at,
+            bound_space=ctx.space,
+            key_id=item.key_id,
+            sealed=item.sealed,
+            sync_state="pending",
+        )
+        catalog.add_derivations(ctx.db, "artifact", op.artifact_id, effect.derived_from)
+    elif isinstance(effect, SetProjectState):
+        catalog.set_project(ctx.db, effect.project, effect.open, ctx.at)
+    else:
+        assert isinstance(effect, ForgetRecords)
+        shred.shred_many(
+            ctx.db,
+            effect.record_ids,
+            effect.artifact_ids,
+            all_episodes=effect.all_episodes,
+            forgotten_at=ctx.at,
+            sync_state="pending",
+        )
+
+
+# --- the queue row: the op without its text ---------------------------------------------
+
+_TEXT_FIELDS: dict[type, set[str]] = {
+    AddEpisode: {"text"},
+    Remember: {"text", "subject"},
+    Correct: {"text"},
+    Infer: {"content"},
+    AddArtifact: {"payload"},
+}
+
+
+@dataclass(frozen=True, slots=True)
+class QueueFields:
+    op_json: str
+    record_id: str | None
+    episode_id: str | None
+    artifact_id: str | None
+    version: int | None
+
+
+def queue_fields(op: AnyOperation, versions: tuple[int, ...]) -> QueueFields:
+    """What the queue stores for ``op``: its JSON minus every text-bearing field, and the
+    ids of the sealed rows the push re-reads that text from."""
+    strip: Any = _TEXT_FIELDS.get(type(op), set())
+    version = None
+    if isinstance(op, Remember | Infer):
+        version = 1
+    elif isinstance(op, Correct):
+        version = versions[-1]
+    return QueueFields(
+        op_json=op.model_dump_json(exclude=strip),
+        record_id=getattr(op, "record_id", None),
+        episode_id=op.episode_id if isinstance(op, AddEpisode) else None,
+        artifact_id=op.artifact_id if isinstance(op, AddArtifact) else None,
+        version=version,
+    )
