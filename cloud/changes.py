@@ -156,12 +156,10 @@ class ChangeReader:
         ev = self.s.forget_event(self.space_id, row.event_id)
         if ev is None:
             raise self._missing(row, f"forget event {row.event_id}")
-        if ev.record_id == EPISODES_ONLY:
-            return None
         return KeyDestruction(
             seq=row.seq,
             event_id=ev.event_id,
-            record_id=ev.record_id,
+            record_id=None if ev.record_id == EPISODES_ONLY else ev.record_id,
             key_ids=[k.key_id for k in ev.keys],
             episode_ids=sorted({k.episode_id for k in ev.keys if k.episode_id}),
             artifact_ids=sorted({k.artifact_id for k in ev.keys if k.artifact_id}),

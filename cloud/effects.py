@@ -303,22 +303,18 @@ class Forgetting:
             holders = s.holders(space, items[record_id])
             s.add_forget_event(space, seq, record_id, now, keys[record_id], holders)
         if live_orphans:
-            # no record to name: the keys still go, but no device can be told (a protocol
-            # gap: KeyDestruction needs a record id), so nobody is made pending for it
-            log.warning(
-                "forgetting all memory of %s: %d episode(s) belong to no record; their keys "
-                "are destroyed but devices are not told",
-                space,
-                len(live_orphans),
-            )
+            # episodes that belong to no record (forgetting all memory): one event that
+            # names no record, pending on every device that holds any of them
             seq = s.allocate_seq(space)
+            self.w.change(seq, "key_destruction", event_id=seq)
+            holders = s.holders(space, [("episode", e) for e in live_orphans])
             s.add_forget_event(
                 space,
                 seq,
                 EPISODES_ONLY,
                 now,
                 [ForgetKey(episode_rows[e].key_id, e) for e in live_orphans],
-                [],
+                holders,
             )
         s.drop_subject_tokens(space, records)
         s.drop_derivations(space, records, effect.artifact_ids)

@@ -384,7 +384,7 @@ class CloudService:
         return PendingResponse(
             forgets=[
                 ForgetStatus(
-                    record_id=st.record_id,
+                    record_id=st.record_id or None,
                     forgotten_at=st.forgotten_at,
                     pending=[PendingDevice(device_id=d, device_name=n) for d, n in st.pending],
                 )

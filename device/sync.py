@@ -470,11 +470,12 @@ class SyncSession:
         self.report.shredded.append(record_id)
 
     def _key_destruction(self, change: KeyDestruction) -> None:
-        self._shred_closure(
-            change.record_id,
-            change.destroyed_at.isoformat(),
-            change.key_ids,
-            change.episode_ids,
-            change.artifact_ids,
-        )
-        store.add_pending_ack(self.db, change.event_id, change.record_id, self.now())
+        at = change.destroyed_at.isoformat()
+        if change.record_id is None:
+            # episodes that belonged to no record: forgetting all memory
+            shred.shred_episodes(self.db, change.episode_ids, forgotten_at=at)
+        else:
+            self._shred_closure(
+                change.record_id, at, change.key_ids, change.episode_ids, change.artifact_ids
+            )
+        store.add_pending_ack(self.db, change.event_id, change.record_id or "", self.now())

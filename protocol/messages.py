@@ -171,12 +171,16 @@ class EpisodeChange(WireModel):
 
 
 class KeyDestruction(WireModel):
-    """The keys of a forgotten record and everything derived from it are gone."""
+    """The keys of a forgotten record and everything derived from it are gone.
+
+    ``record_id`` is null when the event destroys only episodes that belong to no
+    record (forgetting all memory); a device shreds the listed episodes all the same.
+    """
 
     kind: Literal["key_destruction"] = "key_destruction"
     seq: int
     event_id: int
-    record_id: RecordId
+    record_id: RecordId | None
     key_ids: list[str]
     episode_ids: list[EpisodeId]
     artifact_ids: list[ArtifactId] = []
@@ -226,7 +230,7 @@ class PendingDevice(WireModel):
 
 
 class ForgetStatus(WireModel):
-    record_id: RecordId
+    record_id: RecordId | None  # null: episodes that belonged to no record (all memory)
     forgotten_at: UtcDatetime
     pending: list[PendingDevice]
 

@@ -43,7 +43,7 @@ from cloud.store.base import (
     VersionRow,
 )
 from cloud.store.migrations import LEGACY_EPISTEMIC_PLACEHOLDER, migrate
-from cloud.store.sql_memory import EPISODES_ONLY, MemoryQueries, chunks
+from cloud.store.sql_memory import MemoryQueries, chunks
 
 _chunks = chunks
 
@@ -656,7 +656,7 @@ class SqlSession(MemoryQueries):
         e, p, d = t.forget_events.c, t.forget_pending.c, t.devices.c
         events = self.conn.execute(
             select(e.event_id, e.record_id, e.forgotten_at)
-            .where(e.space_id == space_id, e.record_id != EPISODES_ONLY)
+            .where(e.space_id == space_id)
             .order_by(e.event_id)
         ).all()
         pending_rows = self.conn.execute(

@@ -19,7 +19,7 @@ from cloud.errors import AccountKeyMismatch, NotFound
 from cloud.service import CloudService
 from cloud.status import RecordState
 from protocol import strongauth
-from protocol.messages import AccountKeyRequest, AckRequest, EnrollRequest
+from protocol.messages import AccountKeyRequest, AckRequest, EnrollRequest, KeyDestruction
 from protocol.model import (
     EpistemicState,
     LifeArea,
@@ -38,6 +38,7 @@ from tests.cloud.conftest import (
     feed,
     key_store_bytes,
     new_user,
+    pull_all,
     push,
 )
 
@@ -575,7 +576,7 @@ def test_forget_all_destroys_every_record_and_every_episode(
     assert service.key_store.existing(keys) == set()
 
 
-def test_forget_all_with_no_record_still_destroys_the_episodes(
+def test_forget_all_with_no_record_destroys_the_episodes_and_tells_their_holders(
     service: CloudService, ops: Ops
 ) -> None:
     phone, laptop = new_user(service, "alice", "phone", "laptop")
@@ -589,8 +590,13 @@ def test_forget_all_with_no_record_still_destroys_the_episodes(
     with service.store.session() as s:
         keys = [e.key_id for e in s.episodes(phone.space_id, ["ep_aaaaaaaa01"]).values()]
     assert service.key_store.existing(keys) == set()
-    assert feed(service, laptop).kinds == []  # nothing readable is sent
-    assert service.pending(phone.space_id).forgets == []
+    # nothing readable is sent; the event names no record, only the episode
+    assert feed(service, laptop).kinds == ["key_destruction"]
+    (event,) = [c for c in pull_all(service, laptop) if isinstance(c, KeyDestruction)]
+    assert event.record_id is None and event.episode_ids == ["ep_aaaaaaaa01"]
+    (status,) = service.pending(phone.space_id).forgets
+    assert status.record_id is None
+    assert [d.device_id for d in status.pending] == [phone.device_id]  # it pushed the episode
 
 
 # --- projects and usage restrictions ---------------------------------------------------------

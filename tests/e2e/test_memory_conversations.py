@@ -226,3 +226,28 @@ def test_for_now_question_and_confidence_class(cloud: RunningCloud, tmp_path: Pa
     phone.agent.reaffirm(rec.record_id, still_true=True)
     assert not phone.agent.due_questions()
     fleet.close()
+
+
+def test_forget_all_memory_reaches_episodes_that_no_record_cites(  # type: ignore[no-untyped-def]
+    pair, cloud: RunningCloud
+) -> None:
+    phone, laptop = pair
+    # Nothing was ever remembered: only what the user typed is held.
+    phone.agent.say("I grew up in Duluth.", "c1")
+    phone.agent.say("My bank PIN hint is the old street name.", "c2")
+    phone.agent.sync()
+    laptop.agent.sync()
+    phone.go_offline()
+    laptop.agent.forget_area(None, ACCOUNT)
+    laptop.agent.sync()
+    forgets = cloud.operator.pending(phone.user.space_id).forgets
+    orphan = [f for f in forgets if f.record_id is None]
+    assert orphan and [p.device_name for p in orphan[0].pending] == ["phone"]
+    phone.go_online()
+    phone.agent.sync()
+    laptop.agent.sync()
+    for handle in (phone, laptop):
+        needles = {"typed": b"old street name", "remembered": b"I grew up in Duluth."}
+        scan = scan_device_database(handle.db_path, handle.passphrase, needles)
+        assert scan.clean and scan.unreadable_pages == 0, (handle.name, scan.hits)
+    assert all(not f.pending for f in cloud.operator.pending(phone.user.space_id).forgets)
