@@ -28,6 +28,7 @@ import device.db
 from device.agent import DeviceAgent
 from protocol.ids import make_id
 from protocol.messages import PushRequest
+from protocol.model import Initiator
 from protocol.operations import AddEpisode, Remember
 from simulator.cloud_runner import RunningCloud
 
@@ -168,6 +169,8 @@ def _wire_ops(n: int) -> list[dict[str, Any]]:
         ops.append(
             AddEpisode(
                 op_id=make_id("op", (2 * i).to_bytes(10, "big")),
+                made_at=at,
+                initiated_by=Initiator.USER,
                 episode_id=episode,
                 conversation_id=f"c{i}",
                 text=_sentence(i),
@@ -177,6 +180,7 @@ def _wire_ops(n: int) -> list[dict[str, Any]]:
         ops.append(
             Remember(
                 op_id=make_id("op", (2 * i + 1).to_bytes(10, "big")),
+                initiated_by=Initiator.USER,
                 record_id=make_id("rec", i.to_bytes(10, "big")),
                 text=_sentence(i),
                 conversation_id=f"c{i}",

@@ -193,9 +193,8 @@ class EffectWriter:
         )
         self.change(seq, "record_version", record_id=record_id, version=version)
         s.add_holdings(space, self.device_id, [("record", record_id)])
-        key = subjects.index_key(content.text, content.subject)
-        tokens = [] if key is None else [self.vault.subject_token(space, key)]
-        s.set_subject_tokens(space, record_id, tokens)
+        keys = subjects.stored_keys(content.text, content.subject)
+        s.set_subject_tokens(space, record_id, [self.vault.subject_token(space, k) for k in keys])
         s.add_derivations(
             space,
             (

@@ -93,12 +93,13 @@ class FactsReader:
     # --- what an op needs ---------------------------------------------------------
 
     def related(self, record_id: str, text: str, subject: str | None) -> list[RecordFacts]:
-        """Active records sharing the subject-index key of ``text``/``subject``."""
-        key = subjects.index_key(text, subject)
-        if key is None:
-            return []
-        token = self.vault.subject_token(self.space_id, key)
-        ids = [r for r in self.s.records_with_subject(self.space_id, token) if r != record_id]
+        """Active records the subject index finds for ``text``/``subject``."""
+        tokens = [
+            self.vault.subject_token(self.space_id, key)
+            for key in subjects.lookup_keys(text, subject)
+        ]
+        found = self.s.records_with_subjects(self.space_id, tokens)
+        ids = [r for r in found if r != record_id]
         rows = sorted(
             self.s.records(self.space_id, ids).values(),
             key=lambda r: (r.created_seq or 0, r.record_id),

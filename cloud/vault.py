@@ -6,8 +6,8 @@ Invariants:
   ``record``, ``episode`` or ``artifact``; episodes and artifacts use version 1).
 - Content whose key a committed forget names, or whose key is gone from the key store,
   never opens: ``open`` answers None, even in the window before the sweep destroys it.
-- The subject index stores ``HMAC(index key of the space, protocol.subjects.index_key)``,
-  never the words the key is made of.
+- The subject index stores ``HMAC(index key of the space, key)`` for each key of
+  ``protocol.subjects.stored_keys``, never the words the keys are made of.
 """
 
 from __future__ import annotations
@@ -76,6 +76,6 @@ class Vault:
                 f"{kind} {item_id} v{version} of {space_id} does not open: {exc}"
             ) from exc
 
-    def subject_token(self, space_id: str, index_key: str) -> str:
+    def subject_token(self, space_id: str, subject_key: str) -> str:
         key = self.key_store.index_key(space_id)
-        return hmac.new(key, index_key.encode("utf-8"), "sha256").hexdigest()
+        return hmac.new(key, subject_key.encode("utf-8"), "sha256").hexdigest()

@@ -35,24 +35,24 @@ def _require_tx(db: Database) -> None:
 
 
 def index_subject(db: Database, record_id: str, content: RecordContent) -> None:
-    """(Re)index a record by ``subjects.index_key`` of its current content."""
+    """(Re)index a record by ``subjects.stored_keys`` of its current content."""
     _require_tx(db)
-    key = subjects.index_key(content.text, content.subject)
-    if key is None:
-        db.execute("DELETE FROM subject_index WHERE record_id = ?", (record_id,))
-    else:
-        db.execute(
-            "INSERT OR REPLACE INTO subject_index (record_id, subject_key) VALUES (?, ?)",
-            (record_id, key),
-        )
+    db.execute("DELETE FROM subject_index WHERE record_id = ?", (record_id,))
+    db.executemany(
+        "INSERT OR IGNORE INTO subject_index (record_id, subject_key) VALUES (?, ?)",
+        ((record_id, key) for key in subjects.stored_keys(content.text, content.subject)),
+    )
 
 
 def same_key_records(db: Database, text: str, subject: str | None) -> list[str]:
-    key = subjects.index_key(text, subject)
-    if key is None:
+    """Records the subject index finds for ``text`` (``subjects.lookup_keys``)."""
+    keys = subjects.lookup_keys(text, subject)
+    if not keys:
         return []
     rows = db.all(
-        "SELECT record_id FROM subject_index WHERE subject_key = ? ORDER BY record_id", (key,)
+        f"SELECT DISTINCT record_id FROM subject_index WHERE subject_key IN ({marks(keys)}) "
+        "ORDER BY record_id",
+        keys,
     )
     return [row["record_id"] for row in rows]
 

@@ -4,7 +4,7 @@ Invariants:
 - The shape is exactly ``protocol.ledger.facts_for``'s, so a local decision equals the
   reference ledger's on the same state: the named record with its current content,
   the op's episodes (opened, with when they were typed), related records (found by
-  ``subjects.index_key``; ``decide`` checks the subject precisely), every derivation
+  ``subjects.lookup_keys``; ``decide`` checks the subject precisely), every derivation
   edge, the records a mass forget covers, the parents an op names, projects, whether
   the artifact exists (a forgotten episode or artifact id stays taken), and the
   account key.

@@ -202,8 +202,9 @@ V2: tuple[str, ...] = (
     # derived from content: shredded with the record
     """
     CREATE TABLE subject_index (
-        record_id TEXT PRIMARY KEY REFERENCES records (record_id),
-        subject_key TEXT NOT NULL
+        record_id TEXT NOT NULL REFERENCES records (record_id),
+        subject_key TEXT NOT NULL,
+        PRIMARY KEY (record_id, subject_key)
     )
     """,
     "CREATE INDEX subject_index_key ON subject_index (subject_key)",

@@ -87,7 +87,7 @@ class Facts:
     - ``record``: the record the op names (None if absent).
     - ``episodes``: each episode id the op names that exists (content opened).
     - ``related``: active records that may share a subject with the op's text (the
-      store finds them by ``subjects.index_key``; ``decide`` checks precisely).
+      store finds them by ``subjects.lookup_keys``; ``decide`` checks precisely).
     - ``children``: derivation edges, parent record id -> derived items, for every
       record reachable from the ones a forget names.
     - ``area_records``: for a mass forget, the ids of the records it covers.

@@ -7,6 +7,16 @@ the same three or more words, that shared beginning covers at least half of the
 shorter sentence, and what follows it differs: "I drink my coffee iced." and "I drink
 my coffee hot now." share "i drink my coffee"; "I like tea." and "I like coffee." share
 only two words and are not the same subject.
+
+Finding candidates without opening every record: a record is stored under the keys
+``stored_keys`` gives, a new statement looks up ``lookup_keys``, and any two records on
+the same subject share at least one key (``tests/protocol/test_subjects.py`` checks it).
+With ``k(n) = max(3, ceil(n / 2))`` for a sentence of ``n`` words, the shared beginning
+of two same-subject sentences is at least ``min(k(a), k(b))`` words, so a record keeps
+"up to" keys for its prefixes of 3..k(b) words and an "own" key for its k(b)-word
+prefix; a new sentence looks up its k(a)-word "up to" key and its shorter "own" keys.
+Long sentences thus meet only records that share half of their words, not every record
+that starts with "I want to".
 """
 
 from __future__ import annotations
@@ -27,18 +37,37 @@ def words(text: str) -> list[str]:
     return tokens
 
 
-def index_key(text: str, subject: str | None) -> str | None:
-    """A necessary condition for sharing a subject: records with different keys never do.
+def _needed(n: int) -> int:
+    """Shared words a sentence of ``n`` words needs with one at least as long."""
+    return max(MIN_SHARED_WORDS, -(-n // 2))
 
-    Stores index records by this key (keyed-hashed where it is kept in plaintext) to
-    find candidates without opening every record.
-    """
+
+def _explicit(subject: str) -> str:
+    return "s:" + subject.casefold().strip()
+
+
+def stored_keys(text: str, subject: str | None) -> list[str]:
+    """The index keys a record is kept under (empty: it can share no subject)."""
     if subject:
-        return "s:" + subject.casefold().strip()
+        return [_explicit(subject)]
     tokens = words(text)
-    if len(tokens) < MIN_SHARED_WORDS + 1:
-        return None
-    return "p:" + " ".join(tokens[:MIN_SHARED_WORDS])
+    if len(tokens) <= MIN_SHARED_WORDS:
+        return []
+    own = _needed(len(tokens))
+    keys = [f"u{k}:" + " ".join(tokens[:k]) for k in range(MIN_SHARED_WORDS, own + 1)]
+    return [*keys, f"o{own}:" + " ".join(tokens[:own])]
+
+
+def lookup_keys(text: str, subject: str | None) -> list[str]:
+    """The keys under which every record on the same subject as this one is kept."""
+    if subject:
+        return [_explicit(subject)]
+    tokens = words(text)
+    if len(tokens) <= MIN_SHARED_WORDS:
+        return []
+    need = _needed(len(tokens))
+    keys = [f"u{need}:" + " ".join(tokens[:need])]
+    return keys + [f"o{k}:" + " ".join(tokens[:k]) for k in range(MIN_SHARED_WORDS, need)]
 
 
 def same_subject(text_a: str, subject_a: str | None, text_b: str, subject_b: str | None) -> bool:

@@ -241,7 +241,7 @@ subject_index = Table(
     "subject_index",
     metadata,
     Column("space_id", Text, primary_key=True),
-    Column("token", Text, primary_key=True),  # HMAC of protocol.subjects.index_key
+    Column("token", Text, primary_key=True),  # HMAC of a protocol.subjects.stored_keys key
     Column("record_id", Text, primary_key=True),
 )
 

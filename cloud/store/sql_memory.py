@@ -10,7 +10,7 @@ Invariants:
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Sequence
 from typing import Any
 
 from sqlalchemy import Connection, Table, and_, delete, insert, or_, select, update
@@ -197,14 +197,16 @@ class MemoryQueries:
             ],
         )
 
-    def records_with_subject(self, space_id: str, token: str) -> list[str]:
+    def records_with_subjects(self, space_id: str, tokens: Sequence[str]) -> list[str]:
+        """Every record kept under any of ``tokens``, once, in id order."""
         c = t.subject_index.c
-        rows = self.conn.execute(
-            select(c.record_id)
-            .where(c.space_id == space_id, c.token == token)
-            .order_by(c.record_id)
-        )
-        return [r[0] for r in rows]
+        found: set[str] = set()
+        for chunk in chunks(sorted(set(tokens))):
+            rows = self.conn.execute(
+                select(c.record_id).where(c.space_id == space_id, c.token.in_(chunk)).distinct()
+            )
+            found.update(r[0] for r in rows)
+        return sorted(found)
 
     def drop_subject_tokens(self, space_id: str, record_ids: Iterable[str]) -> None:
         c = t.subject_index.c
