@@ -159,12 +159,15 @@ def view(
     c = h.content
     if c is None:
         return base
+    computed = compute(c, state, now)
     return replace(
         base,
         text=c.text,
         epistemic_state=c.epistemic_state.value,
         content_type=c.custom_type.name if c.custom_type else c.content_type.value,
         confidence=shown_class(h, now, state).value,
+        confidence_score=computed.score,
+        confidence_formula=computed.formula_version,
         layer=c.layer.value,
         time_kind=timeline.effective_time_kind(c, now).value,
         valid_from=_iso(c.valid_from),

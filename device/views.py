@@ -59,7 +59,9 @@ class RecordView:
     refusal_reason: str | None = None
     forgotten_at: str | None = None
     content_type: str | None = None
-    confidence: str | None = None
+    confidence: str | None = None  # the class the user sees
+    confidence_score: float | None = None  # the computed value behind it ...
+    confidence_formula: str | None = None  # ... and the formula version that computed it
     layer: str | None = None
     time_kind: str | None = None
     valid_from: str | None = None

@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+from protocol.confidence import FORMULA_VERSION
 from protocol.model import (
     ArtifactKind,
     ContentType,
@@ -57,6 +58,9 @@ def test_fragments_refused_quotes_verbatim_and_dated(pair) -> None:  # type: ign
     assert lines[0].startswith("On 2026-") and 'you wrote: "I grew up in Duluth."' in lines[0]
     assert "You told me" in lines[0]
     assert not _lines(laptop, "1729")
+    (known,) = [v for v in laptop.agent.what_do_you_know() if v.text == "I grew up in Duluth."]
+    assert (known.confidence, known.confidence_score) == ("You told me", 1.0)
+    assert known.confidence_formula == FORMULA_VERSION
 
 
 def test_corrections_win_on_every_device(pair) -> None:  # type: ignore[no-untyped-def]
