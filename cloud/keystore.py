@@ -8,6 +8,8 @@ Invariants:
   ``memsync/1|<space>|dek|<key_id>|1``. Plain keys never reach the disk.
 - ``destroy`` deletes rows with ``secure_delete`` on and then truncates the WAL, so
   neither the file nor its WAL holds a destroyed wrapped key; it is idempotent.
+- A push creates its keys in a ``KeyBatch``: one transaction, written before the
+  record store commits; the batch and its plain keys live for that one push only.
 - The subject-index key of a space is derived from its space key (HMAC-SHA256), so
   it exists only where the space key does; the record store sees only its hashes.
 
@@ -56,6 +58,10 @@ class KeyStore(Protocol):
         ...
 
     def destroy(self, key_ids: Iterable[str]) -> None: ...
+
+    def batch(self) -> KeyBatch:
+        """A batch for one push: its keys are written together by ``KeyBatch.write``."""
+        ...
 
     def wrapped_keys_for(self, key_ids: Iterable[str]) -> dict[str, bytes]: ...
 
@@ -200,18 +206,40 @@ class SqliteKeyStore:
     # --- data keys -------------------------------------------------------------------
 
     def create_data_key(self, space_id: str) -> tuple[str, bytes]:
+        batch = self.batch()
+        key_id, dek = batch.create_data_key(space_id)
+        batch.write()
+        return key_id, dek
+
+    def batch(self) -> KeyBatch:
+        return KeyBatch(self)
+
+    def _wrap_new(self, space_id: str) -> tuple[str, bytes, tuple[str, str, bytes, str]]:
+        """A fresh DEK: ``(key_id, dek, the data_keys row holding it wrapped)``."""
         with self._lock:
             space_key = self._space_key(space_id)
-            key_id = make_id("key", self._random(15))
-            dek = self._random(KEY_BYTES)
-            wrapped = seal(
-                space_key, self._random(NONCE_BYTES), dek, binding(space_id, "dek", key_id, 1)
-            )
-            self._db.execute(
-                "INSERT INTO data_keys (key_id, space_id, wrapped, created_at) VALUES (?, ?, ?, ?)",
-                (key_id, space_id, wrapped, self._clock().isoformat()),
-            )
-            return key_id, dek
+        key_id = make_id("key", self._random(15))
+        dek = self._random(KEY_BYTES)
+        wrapped = seal(
+            space_key, self._random(NONCE_BYTES), dek, binding(space_id, "dek", key_id, 1)
+        )
+        return key_id, dek, (key_id, space_id, wrapped, self._clock().isoformat())
+
+    def _insert(self, rows: list[tuple[str, str, bytes, str]]) -> None:
+        if not rows:
+            return
+        with self._lock:
+            self._db.execute("BEGIN IMMEDIATE")
+            try:
+                self._db.executemany(
+                    "INSERT INTO data_keys (key_id, space_id, wrapped, created_at) "
+                    "VALUES (?, ?, ?, ?)",
+                    rows,
+                )
+                self._db.execute("COMMIT")
+            except BaseException:
+                self._db.execute("ROLLBACK")
+                raise
 
     def data_key(self, space_id: str, key_id: str) -> bytes | None:
         with self._lock:
@@ -285,6 +313,47 @@ class SqliteKeyStore:
         with self._lock:
             self._space_keys.clear()
             self._db.close()
+
+
+class KeyBatch:
+    """The data keys one push creates and reads, written in one key-store transaction.
+
+    Lives for one push call only (its plain DEKs are dropped with it). ``write`` must
+    run before the record store commits the rows that name the keys; a batch never
+    written (the push failed) leaves no key behind. It never decides whether a key is
+    forgotten: ``cloud.vault`` asks the record store before every use.
+    """
+
+    def __init__(self, store: SqliteKeyStore) -> None:
+        self._store = store
+        self._rows: list[tuple[str, str, bytes, str]] = []
+        self._deks: dict[tuple[str, str], bytes] = {}  # (space, key id) -> DEK, this push
+        self._index_keys: dict[str, bytes] = {}
+
+    def create_data_key(self, space_id: str) -> tuple[str, bytes]:
+        key_id, dek, row = self._store._wrap_new(space_id)
+        self._rows.append(row)
+        self._deks[space_id, key_id] = dek
+        return key_id, dek
+
+    def data_key(self, space_id: str, key_id: str) -> bytes | None:
+        dek = self._deks.get((space_id, key_id))
+        if dek is None:
+            dek = self._store.data_key(space_id, key_id)
+            if dek is not None:
+                self._deks[space_id, key_id] = dek
+        return dek
+
+    def index_key(self, space_id: str) -> bytes:
+        key = self._index_keys.get(space_id)
+        if key is None:
+            key = self._index_keys[space_id] = self._store.index_key(space_id)
+        return key
+
+    def write(self) -> None:
+        """Store the keys created so far, all in one transaction."""
+        rows, self._rows = self._rows, []
+        self._store._insert(rows)
 
 
 def _chunks(items: list[str], size: int = 500) -> Iterable[list[str]]:

@@ -9,6 +9,8 @@ Invariants:
 - Every op is decided by ``protocol.rules.decide`` over facts read from the store
   (``cloud.facts``), its effects are performed (``cloud.effects``) and its receipt
   (``protocol.receipts``) stored, all in the push's one transaction.
+- A push's new data keys are written to the key store in one transaction just before
+  the push commits (never after); its vault and the DEKs it holds end with the call.
 - Forgetting commits the skeletons and key-destruction events first, then destroys
   the keys; ``ensure_destroyed`` (run at start-up and after every push) finishes any
   destruction a crash interrupted.
@@ -267,11 +269,13 @@ class CloudService:
             unacked = s.unacked_events(space_id, device_id)
             if unacked:
                 raise PullRequired(device_id, unacked)
+            vault = self.vault.for_push()  # this push's keys and DEKs, dropped with it
             receipts = [
-                self._apply(s, space_id, device_id, index, raw, now)
+                self._apply(s, vault, space_id, device_id, index, raw, now)
                 for index, raw in enumerate(req.ops)
             ]
             s.touch_device(space_id, device_id, now)
+            vault.write_keys()  # the keys are stored before the records naming them commit
         # committed: now destroy the keys of anything forgotten (and of earlier crashes)
         self.ensure_destroyed()
         return PushResponse(receipts=receipts)
@@ -279,6 +283,7 @@ class CloudService:
     def _apply(
         self,
         s: StoreSession,
+        vault: Vault,
         space_id: str,
         device_id: str,
         index: int,
@@ -305,9 +310,9 @@ class CloudService:
             if op_id is not None:
                 s.put_receipt(space_id, op_id, device_id, receipt.model_dump_json(), now)
             return receipt
-        decision = decide(op, FactsReader(s, self.vault, space_id).facts(op))
+        decision = decide(op, FactsReader(s, vault, space_id).facts(op))
         if isinstance(decision, Accept):
-            writer = EffectWriter(s, self.vault, space_id, device_id, now)
+            writer = EffectWriter(s, vault, space_id, device_id, now)
             for effect in decision.effects:
                 writer.perform(op, effect)
             writer.finish()

@@ -6,6 +6,8 @@ Invariants:
   ``record``, ``episode`` or ``artifact``; episodes and artifacts use version 1).
 - Content whose key a committed forget names, or whose key is gone from the key store,
   never opens: ``open`` answers None, even in the window before the sweep destroys it.
+- A push's vault (``for_push``) keeps the keys it creates and the DEKs it read for that
+  push only, and still asks the record store whether a key is forgotten on every use.
 - The subject index stores ``HMAC(index key of the space, key)`` for each key of
   ``protocol.subjects.stored_keys``, never the words the keys are made of.
 """
@@ -19,7 +21,7 @@ from typing import TypeVar
 from pydantic import BaseModel, ValidationError
 
 from cloud.errors import StoreError
-from cloud.keystore import KeyStore
+from cloud.keystore import KeyBatch, KeyStore
 from cloud.store.base import StoreSession
 from protocol.errors import SealError
 from protocol.sealing import NONCE_BYTES, binding, open_sealed, seal
@@ -30,15 +32,31 @@ _M = TypeVar("_M", bound=BaseModel)
 class Vault:
     """The cloud's one way to seal and open content."""
 
-    def __init__(self, key_store: KeyStore, random_bytes: Callable[[int], bytes]) -> None:
+    def __init__(
+        self,
+        key_store: KeyStore,
+        random_bytes: Callable[[int], bytes],
+        batch: KeyBatch | None = None,
+    ) -> None:
         self.key_store = key_store
         self._random = random_bytes
+        self._batch = batch
+
+    def for_push(self) -> Vault:
+        """A vault for one push: its new keys wait in a ``KeyBatch`` until ``write_keys``."""
+        return Vault(self.key_store, self._random, self.key_store.batch())
+
+    def write_keys(self) -> None:
+        """Store the keys this push created (call before the record store commits)."""
+        if self._batch is not None:
+            self._batch.write()
 
     def seal_new(
         self, space_id: str, kind: str, item_id: str, version: int, content: BaseModel
     ) -> tuple[str, bytes]:
         """Seal ``content`` under a fresh data key; return ``(key_id, sealed)``."""
-        key_id, dek = self.key_store.create_data_key(space_id)
+        source = self.key_store if self._batch is None else self._batch
+        key_id, dek = source.create_data_key(space_id)
         sealed = seal(
             dek,
             self._random(NONCE_BYTES),
@@ -49,9 +67,10 @@ class Vault:
 
     def data_key(self, s: StoreSession, space_id: str, key_id: str) -> bytes | None:
         """The plain DEK, or None once a forget names it (committed) or it is destroyed."""
-        if s.forgotten_key_ids(space_id, [key_id]):
+        if s.forgotten_key_ids(space_id, [key_id]):  # asked every time, never cached
             return None
-        return self.key_store.data_key(space_id, key_id)
+        source = self.key_store if self._batch is None else self._batch
+        return source.data_key(space_id, key_id)
 
     def open(
         self,
@@ -77,5 +96,6 @@ class Vault:
             ) from exc
 
     def subject_token(self, space_id: str, subject_key: str) -> str:
-        key = self.key_store.index_key(space_id)
+        source = self.key_store if self._batch is None else self._batch
+        key = source.index_key(space_id)
         return hmac.new(key, subject_key.encode("utf-8"), "sha256").hexdigest()

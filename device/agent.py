@@ -39,7 +39,7 @@ from device.errors import (
     ServerRefused,
     TemporaryMode,
 )
-from device.facts import episode_facts
+from device.facts import episode_facts_of
 from device.local import apply_local
 from device.migrations import migrate
 from device.sync import SyncSession
@@ -389,7 +389,7 @@ class DeviceAgent:
         held = [
             (row["episode_id"], f)
             for row in store.conversation_episodes(self._db, conversation_id)
-            if (f := episode_facts(self._db, row["episode_id"])) is not None
+            if (f := episode_facts_of(self._db, row)) is not None
         ]
         if not held:
             raise Refused(

@@ -52,7 +52,11 @@ def record_facts(db: Database, record_id: str) -> RecordFacts | None:
 
 
 def episode_facts(db: Database, episode_id: str) -> EpisodeFacts | None:
-    row = store.episode_row(db, episode_id)
+    return episode_facts_of(db, store.episode_row(db, episode_id))
+
+
+def episode_facts_of(db: Database, row: Any) -> EpisodeFacts | None:
+    """``episode_facts`` of an ``episodes`` row already read (None: no row)."""
     if row is None or row["sync_state"] == "refused":
         return None
     try:
@@ -60,7 +64,10 @@ def episode_facts(db: Database, episode_id: str) -> EpisodeFacts | None:
     except (LookupError, SealError):
         return None
     return EpisodeFacts(
-        episode_id, content.conversation_id, content.text, datetime.fromisoformat(row["typed_at"])
+        row["episode_id"],
+        content.conversation_id,
+        content.text,
+        datetime.fromisoformat(row["typed_at"]),
     )
 
 
@@ -105,9 +112,10 @@ def area_records(db: Database, op: ForgetArea) -> list[str]:
     return covered
 
 
-def facts_for(db: Database, op: AnyOperation) -> Facts:
-    """Everything ``decide(op, ...)`` may look at, as this device's store knows it."""
-    meta = store.get_meta(db)
+def facts_for(db: Database, op: AnyOperation, meta: store.Meta | None = None) -> Facts:
+    """Everything ``decide(op, ...)`` may look at, as this device's store knows it
+    (``meta``: this store's meta row, if the caller has just read it)."""
+    meta = meta or store.get_meta(db)
     episodes = {e: f for e in _episode_ids(op) if (f := episode_facts(db, e)) is not None}
     if isinstance(op, AddEpisode) and store.episode_forgotten(db, op.episode_id):
         # the id is taken; its content is gone (``decide`` only asks whether it exists)

@@ -28,11 +28,11 @@ def apply_local(
     db: Database, op: AnyOperation, *, now: datetime, random_bytes: Callable[[int], bytes]
 ) -> LocalResult:
     """Apply ``op`` to this device at once and queue it; raise ``Refused`` if refused."""
-    decision = decide(op, facts_for(db, op))
+    meta = store.get_meta(db)
+    decision = decide(op, facts_for(db, op, meta))
     receipt = receipt_for(0, op, decision, now)
     if not isinstance(decision, Accept):
         raise Refused(decision.code.value, decision.reason, receipt=receipt)
-    meta = store.get_meta(db)
     ctx = effects.Context(db, random_bytes, now, meta.binding_space)
     fields = effects.queue_fields(op, decision.versions)
     with db.atomic():

@@ -1,6 +1,7 @@
 """One record store over SQLAlchemy Core, for SQLite files and PostgreSQL (psycopg 3).
 
-Invariants: see ``cloud.store.base``. The dialect differences are confined here:
+Invariants: see ``cloud.store.base``. The dialect differences are confined here (and
+to ``cloud.store.statements.insert_ignore``):
 SQLite runs every transaction as ``BEGIN IMMEDIATE`` (one writer at a time, so the
 space lock is the database lock) with WAL and foreign keys on; PostgreSQL locks the
 space row with ``SELECT ... FOR UPDATE`` (pushes) or ``FOR SHARE`` (pulls).
@@ -31,6 +32,7 @@ from sqlalchemy.exc import ArgumentError
 
 from cloud.errors import StoreError
 from cloud.store import schema as t
+from cloud.store import statements as q
 from cloud.store.base import (
     ChangeRow,
     DeviceRow,
@@ -236,13 +238,9 @@ class SqlSession(MemoryQueries):
 
     def allocate_seq(self, space_id: str) -> int:
         """The next sequence number of the space (call only under ``lock=True``)."""
-        c = t.spaces.c
-        seq = self.conn.execute(
-            select(c.next_seq).where(c.space_id == space_id)
-        ).scalar_one_or_none()
+        seq = self.conn.execute(q.ALLOCATE_SEQ, {"sp": space_id}).scalar_one_or_none()
         if seq is None:
             raise StoreError(f"space {space_id} does not exist; no sequence number to give")
-        self.conn.execute(update(t.spaces).where(c.space_id == space_id).values(next_seq=seq + 1))
         return int(seq)
 
     def last_seq(self, space_id: str) -> int:
@@ -255,38 +253,25 @@ class SqlSession(MemoryQueries):
     # --- receipts -------------------------------------------------------------------
 
     def receipt(self, space_id: str, op_id: str) -> str | None:
-        c = t.applied_ops.c
-        return self.conn.execute(
-            select(c.receipt).where(c.space_id == space_id, c.op_id == op_id)
-        ).scalar_one_or_none()
+        return self.conn.execute(q.RECEIPT, {"sp": space_id, "op_id": op_id}).scalar_one_or_none()
 
     def put_receipt(
         self, space_id: str, op_id: str, device_id: str, receipt_json: str, at: datetime
     ) -> None:
         self.conn.execute(
-            insert(t.applied_ops).values(
-                space_id=space_id,
-                op_id=op_id,
-                device_id=device_id,
-                receipt=receipt_json,
-                stored_at=at,
-            )
+            q.PUT_RECEIPT,
+            {
+                "space_id": space_id,
+                "op_id": op_id,
+                "device_id": device_id,
+                "receipt": receipt_json,
+                "stored_at": at,
+            },
         )
 
     # --- records and episodes -------------------------------------------------------
 
-    _RECORD_COLS = (
-        t.records.c.record_id,
-        t.records.c.lifecycle,
-        t.records.c.current_version,
-        t.records.c.created_at,
-        t.records.c.forgotten_at,
-        t.records.c.usage_restriction,
-        t.records.c.superseded_by,
-        t.records.c.conflicts,
-        t.records.c.created_seq,
-        t.records.c.state_seq,
-    )
+    _RECORD_COLS = q.RECORD_COLS
 
     @staticmethod
     def _record_row(row: Any) -> RecordRow:
@@ -306,19 +291,13 @@ class SqlSession(MemoryQueries):
         )
 
     def record(self, space_id: str, record_id: str) -> RecordRow | None:
-        c = t.records.c
-        row = self.conn.execute(
-            select(*self._RECORD_COLS).where(c.space_id == space_id, c.record_id == record_id)
-        ).first()
+        row = self.conn.execute(q.RECORD, {"sp": space_id, "rid": record_id}).first()
         return None if row is None else self._record_row(row)
 
     def records(self, space_id: str, record_ids: Iterable[str]) -> dict[str, RecordRow]:
-        c = t.records.c
         out: dict[str, RecordRow] = {}
         for chunk in _chunks(sorted(set(record_ids))):
-            rows = self.conn.execute(
-                select(*self._RECORD_COLS).where(c.space_id == space_id, c.record_id.in_(chunk))
-            )
+            rows = self.conn.execute(q.RECORDS, {"sp": space_id, "ids": chunk})
             out.update((r[0], self._record_row(r)) for r in rows)
         return out
 
@@ -342,14 +321,15 @@ class SqlSession(MemoryQueries):
         created_seq: int,
     ) -> None:
         self.conn.execute(
-            insert(t.records).values(
-                space_id=space_id,
-                record_id=record_id,
-                lifecycle=lifecycle,
-                current_version=version,
-                created_at=at,
-                created_seq=created_seq,
-            )
+            q.INSERT_RECORD,
+            {
+                "space_id": space_id,
+                "record_id": record_id,
+                "lifecycle": lifecycle,
+                "current_version": version,
+                "created_at": at,
+                "created_seq": created_seq,
+            },
         )
 
     _STATE_COLUMNS = frozenset(
@@ -368,25 +348,24 @@ class SqlSession(MemoryQueries):
         unknown = set(values) - self._STATE_COLUMNS
         if unknown:
             raise StoreError(f"record {record_id}: {sorted(unknown)} are not state columns")
-        c = t.records.c
+        params = {f"v_{name}": value for name, value in values.items()}
         self.conn.execute(
-            update(t.records)
-            .where(c.space_id == space_id, c.record_id == record_id)
-            .values(**values)
+            q.set_record_state(frozenset(values)), {"sp": space_id, "rid": record_id, **params}
         )
 
     def insert_version(self, space_id: str, row: VersionRow) -> None:
         self.conn.execute(
-            insert(t.record_versions).values(
-                space_id=space_id,
-                record_id=row.record_id,
-                version=row.version,
-                supersedes=row.supersedes,
-                epistemic_state=LEGACY_EPISTEMIC_PLACEHOLDER,
-                recorded_at=row.recorded_at,
-                key_id=row.key_id,
-                sealed_content=row.sealed_content,
-            )
+            q.INSERT_VERSION,
+            {
+                "space_id": space_id,
+                "record_id": row.record_id,
+                "version": row.version,
+                "supersedes": row.supersedes,
+                "epistemic_state": LEGACY_EPISTEMIC_PLACEHOLDER,
+                "recorded_at": row.recorded_at,
+                "key_id": row.key_id,
+                "sealed_content": row.sealed_content,
+            },
         )
 
     _VERSION_COLS = (
@@ -436,24 +415,20 @@ class SqlSession(MemoryQueries):
 
     def insert_episode(self, space_id: str, row: EpisodeRow) -> None:
         self.conn.execute(
-            insert(t.episodes).values(
-                space_id=space_id,
-                episode_id=row.episode_id,
-                typed_at=row.typed_at,
-                key_id=row.key_id,
-                sealed_content=row.sealed_content,
-            )
+            q.INSERT_EPISODE,
+            {
+                "space_id": space_id,
+                "episode_id": row.episode_id,
+                "typed_at": row.typed_at,
+                "key_id": row.key_id,
+                "sealed_content": row.sealed_content,
+            },
         )
 
     def episodes(self, space_id: str, episode_ids: Iterable[str]) -> dict[str, EpisodeRow]:
-        c = t.episodes.c
         out: dict[str, EpisodeRow] = {}
         for chunk in _chunks(sorted(set(episode_ids))):
-            rows = self.conn.execute(
-                select(c.episode_id, c.typed_at, c.key_id, c.sealed_content).where(
-                    c.space_id == space_id, c.episode_id.in_(chunk)
-                )
-            )
+            rows = self.conn.execute(q.EPISODES, {"sp": space_id, "ids": chunk})
             for r in rows:
                 out[r[0]] = EpisodeRow(r[0], r[1], r[2], bytes(r[3]))
         return out
@@ -462,18 +437,19 @@ class SqlSession(MemoryQueries):
 
     def add_change(self, space_id: str, row: ChangeRow) -> None:
         self.conn.execute(
-            insert(t.changes).values(
-                space_id=space_id,
-                seq=row.seq,
-                kind=row.kind,
-                record_id=row.record_id,
-                version=row.version,
-                episode_id=row.episode_id,
-                event_id=row.event_id,
-                at=row.at,
-                artifact_id=row.artifact_id,
-                project=row.project,
-            )
+            q.INSERT_CHANGE,
+            {
+                "space_id": space_id,
+                "seq": row.seq,
+                "kind": row.kind,
+                "record_id": row.record_id,
+                "version": row.version,
+                "episode_id": row.episode_id,
+                "event_id": row.event_id,
+                "at": row.at,
+                "artifact_id": row.artifact_id,
+                "project": row.project,
+            },
         )
 
     def changes_after(self, space_id: str, seq: int, limit: int) -> list[ChangeRow]:
@@ -587,12 +563,9 @@ class SqlSession(MemoryQueries):
         return ForgetEventRow(space_id, event_id, row[0], row[1], self._keys_of(space_id, event_id))
 
     def forgotten_key_ids(self, space_id: str, key_ids: Iterable[str]) -> set[str]:
-        c = t.forget_keys.c
         found: set[str] = set()
         for chunk in _chunks(sorted(set(key_ids))):
-            rows = self.conn.execute(
-                select(c.key_id).where(c.space_id == space_id, c.key_id.in_(chunk)).distinct()
-            )
+            rows = self.conn.execute(q.FORGOTTEN_KEY_IDS, {"sp": space_id, "ids": chunk})
             found.update(r[0] for r in rows)
         return found
 

@@ -14,9 +14,9 @@ from collections.abc import Iterable, Iterator, Sequence
 from typing import Any
 
 from sqlalchemy import Connection, Table, and_, delete, insert, or_, select, update
-from sqlalchemy.dialects import postgresql, sqlite
 
 from cloud.store import schema as t
+from cloud.store import statements as q
 from cloud.store.base import ArtifactRow, DerivationRow, ProjectRow, RecordEventRow
 
 _CHUNK = 500
@@ -39,11 +39,7 @@ class MemoryQueries:
     def _insert_ignore(self, table: Table, rows: list[dict[str, Any]]) -> None:
         if not rows:
             return
-        if self._dialect == "postgresql":
-            stmt: Any = postgresql.insert(table).on_conflict_do_nothing()
-        else:
-            stmt = sqlite.insert(table).on_conflict_do_nothing()
-        self.conn.execute(stmt, rows)
+        self.conn.execute(q.insert_ignore(self._dialect, table), rows)
 
     # --- the account key (strong authentication) ------------------------------------
 
@@ -73,15 +69,16 @@ class MemoryQueries:
 
     def add_record_event(self, space_id: str, row: RecordEventRow) -> None:
         self.conn.execute(
-            insert(t.record_events).values(
-                space_id=space_id,
-                record_id=row.record_id,
-                seq=row.seq,
-                at=row.at,
-                kind=row.kind,
-                lifecycle=row.lifecycle,
-                version=row.version,
-            )
+            q.INSERT_RECORD_EVENT,
+            {
+                "space_id": space_id,
+                "record_id": row.record_id,
+                "seq": row.seq,
+                "at": row.at,
+                "kind": row.kind,
+                "lifecycle": row.lifecycle,
+                "version": row.version,
+            },
         )
 
     def record_events(self, space_id: str, record_id: str) -> list[RecordEventRow]:
@@ -185,10 +182,7 @@ class MemoryQueries:
     # --- the subject index ------------------------------------------------------------
 
     def set_subject_tokens(self, space_id: str, record_id: str, tokens: Iterable[str]) -> None:
-        c = t.subject_index.c
-        self.conn.execute(
-            delete(t.subject_index).where(c.space_id == space_id, c.record_id == record_id)
-        )
+        self.conn.execute(q.DROP_RECORD_SUBJECTS, {"sp": space_id, "rid": record_id})
         self._insert_ignore(
             t.subject_index,
             [
@@ -199,12 +193,9 @@ class MemoryQueries:
 
     def records_with_subjects(self, space_id: str, tokens: Sequence[str]) -> list[str]:
         """Every record kept under any of ``tokens``, once, in id order."""
-        c = t.subject_index.c
         found: set[str] = set()
         for chunk in chunks(sorted(set(tokens))):
-            rows = self.conn.execute(
-                select(c.record_id).where(c.space_id == space_id, c.token.in_(chunk)).distinct()
-            )
+            rows = self.conn.execute(q.RECORDS_WITH_SUBJECTS, {"sp": space_id, "ids": chunk})
             found.update(r[0] for r in rows)
         return sorted(found)
 
@@ -218,10 +209,7 @@ class MemoryQueries:
     # --- projects ---------------------------------------------------------------------
 
     def projects(self, space_id: str) -> dict[str, ProjectRow]:
-        c = t.projects.c
-        rows = self.conn.execute(
-            select(c.name, c.is_open, c.updated_at, c.seq).where(c.space_id == space_id)
-        )
+        rows = self.conn.execute(q.PROJECTS, {"sp": space_id})
         return {r[0]: ProjectRow(r[0], bool(r[1]), r[2], int(r[3])) for r in rows}
 
     def set_project(self, space_id: str, row: ProjectRow) -> None:

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from device.agent import DeviceAgent
-from device.db import Database, IntegrityError, key_pragma
+from device.db import WAL_AUTOCHECKPOINT, Database, IntegrityError, key_pragma
 from device.errors import (
     DeviceAlreadyExists,
     DeviceNotInitialised,
@@ -104,6 +104,14 @@ def test_pragmas(make_agent: MakeAgent) -> None:
     assert db.one("PRAGMA secure_delete")[0] == 1
     assert db.one("PRAGMA foreign_keys")[0] == 1
     assert db.one("PRAGMA cipher_version")[0].startswith("4.")
+
+
+def test_wal_autocheckpoint_set_on_create_and_open(tmp_path: Path) -> None:
+    agent = DeviceAgent.create(tmp_path / "d", PASSPHRASE, device_name="x")
+    assert agent._debug_db().one("PRAGMA wal_autocheckpoint")[0] == WAL_AUTOCHECKPOINT
+    agent.close()
+    with DeviceAgent.open(tmp_path / "d", PASSPHRASE) as again:
+        assert again._debug_db().one("PRAGMA wal_autocheckpoint")[0] == WAL_AUTOCHECKPOINT
 
 
 def test_migrations_recorded_and_idempotent(make_agent: MakeAgent) -> None:
