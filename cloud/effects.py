@@ -267,6 +267,7 @@ class Forgetting:
         orphans: list[str] = []
         if effect.all_episodes:
             orphans = [e for e in s.all_episode_ids(space) if e not in claimed]
+        orphans += [e for e in effect.episode_ids if e not in claimed and e not in orphans]
         gone = s.forgotten_episode_ids(space, [*claimed, *orphans])
         episode_rows = s.episodes(space, [*claimed, *orphans])
         for episode_id, owner in claimed.items():

@@ -182,6 +182,8 @@ class FactsReader:
             artifact_exists = bool(s.artifacts(space, [op.artifact_id]))
         elif isinstance(op, ForgetPermanently):
             children = self.children([op.record_id])
+            if record is None and op.episode_ids:
+                episodes = self.episodes(op.episode_ids)
         elif isinstance(op, ForgetArea):
             account_key = s.account_key(space)
             area_records = self.area_records(op)

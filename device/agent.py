@@ -520,7 +520,20 @@ class DeviceAgent:
     def forget_permanently(self, record_id: str) -> LocalResult:
         """Shred the record, its source episodes and everything derived from it at once;
         queue ``forget_permanently``. Cannot be undone."""
-        return self._record_op(ForgetPermanently, record_id)
+        return self._record_op(
+            ForgetPermanently, record_id, episode_ids=self._source_episodes(record_id)
+        )
+
+    def _source_episodes(self, record_id: str) -> list[str]:
+        """Every source episode of every readable version of the record, in order."""
+        out: list[str] = []
+        for row in store.versions_of(self._db, record_id):
+            try:
+                sources = store.open_version(self._db, row).source_episode_ids
+            except (LookupError, SealError):
+                continue
+            out.extend(e for e in sources if e not in out)
+        return out
 
     def forget_area(self, area: LifeArea | None, account_passphrase: str) -> LocalResult:
         """Forget a whole life area (None: all memory) permanently. Needs the account

@@ -20,6 +20,7 @@ from protocol.operations import (
     AddEpisode,
     AnyOperation,
     ForgetArea,
+    ForgetPermanently,
     Infer,
     Receipt,
     Remember,
@@ -109,6 +110,8 @@ def facts_for(ledger: Ledger, op: AnyOperation) -> Facts:
     parents: list[str] = []
     if isinstance(op, AddEpisode):
         episode_ids = [op.episode_id]
+    elif isinstance(op, ForgetPermanently):
+        episode_ids = list(op.episode_ids)
     elif isinstance(op, Remember) or hasattr(op, "source_episode_ids"):
         episode_ids = list(getattr(op, "source_episode_ids", []))
     if isinstance(op, Infer):
@@ -200,6 +203,7 @@ def _perform(ledger: Ledger, op: AnyOperation, effect: Effect) -> None:
 
 def _forget(ledger: Ledger, effect: ForgetRecords) -> None:
     gone_episodes: set[str] = set(ledger.episodes) if effect.all_episodes else set()
+    gone_episodes.update(effect.episode_ids)
     for record_id in effect.record_ids:
         record = ledger.records.get(record_id)
         if record is None:

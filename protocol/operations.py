@@ -119,10 +119,17 @@ class Reaffirm(_Op):
 
 
 class ForgetPermanently(_Op):
-    """Destroy the keys of a record and everything derived from it. Cannot be undone."""
+    """Destroy the keys of a record and everything derived from it. Cannot be undone.
+
+    ``episode_ids`` are the record's source episodes as the forgetting device knows
+    them: when the authority never saw the record (it was forgotten on the device
+    before its ``remember`` was pushed), those episodes are destroyed all the same, so
+    the user's words do not outlive the record.
+    """
 
     kind: Literal["forget_permanently"] = "forget_permanently"
     record_id: RecordId
+    episode_ids: Annotated[list[EpisodeId], Field(max_length=64)] = []
 
 
 class ForgetArea(_Op):

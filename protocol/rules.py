@@ -85,7 +85,8 @@ class Facts:
     """Everything ``decide`` may look at, gathered by the caller from its store.
 
     - ``record``: the record the op names (None if absent).
-    - ``episodes``: each episode id the op names that exists (content opened).
+    - ``episodes``: each episode id the op names that exists (content opened; for a
+      forget, existence is enough).
     - ``related``: active records that may share a subject with the op's text (the
       store finds them by ``subjects.lookup_keys``; ``decide`` checks precisely).
     - ``children``: derivation edges, parent record id -> derived items, for every
@@ -183,6 +184,7 @@ class ForgetRecords:
     record_ids: tuple[str, ...]
     artifact_ids: tuple[str, ...] = ()
     all_episodes: bool = False
+    episode_ids: tuple[str, ...] = ()  # episodes to destroy beyond the records' own
 
 
 @dataclass(frozen=True, slots=True)
@@ -596,6 +598,11 @@ def derivation_closure(
 
 def _forget(op: ForgetPermanently, facts: Facts) -> Decision:
     if facts.record is None:
+        held = tuple(sorted(e for e in op.episode_ids if e in (facts.episodes or {})))
+        if held:
+            # never seen here, forgotten where it was made: its words go all the same
+            effect = ForgetRecords((), episode_ids=held)
+            return Accept((effect,), EffectKind.FORGOTTEN, op.record_id)
         return Refuse(
             RefusalCode.UNKNOWN_RECORD, f"record {op.record_id} does not exist in this space"
         )

@@ -255,3 +255,28 @@ def test_forget_all_memory_reaches_episodes_that_no_record_cites(  # type: ignor
         scan = scan_device_database(handle.db_path, handle.passphrase, needles)
         assert scan.clean and scan.unreadable_pages == 0, (handle.name, scan.hits)
     assert all(not f.pending for f in cloud.operator.pending(phone.user.space_id).forgets)
+
+
+def test_a_record_forgotten_before_it_was_pushed_takes_its_pushed_words_along(
+    pair, cloud: RunningCloud, tmp_path: Path
+) -> None:  # type: ignore[no-untyped-def]
+    phone, laptop = pair
+    phone.agent.say("My locker code is 4711.", "c1")
+    phone.agent.sync()  # the episode reaches the cloud ...
+    laptop.agent.sync()  # ... and the laptop
+    phone.go_offline()
+    record = phone.agent.remember("My locker code is 4711.", "c1").record_id
+    result = phone.agent.forget_permanently(record)  # ... the record never does
+    assert result.message == "Permanently forgotten; it cannot be brought back."
+    phone.go_online()
+    report = phone.agent.sync()
+    assert not report.refused, report.refused
+    laptop.agent.sync()
+    phone.agent.sync()
+    fresh = Fleet(cloud, tmp_path / "later").add_device(phone.user, "tablet")
+    fresh.agent.sync()
+    for handle in (phone, laptop, fresh):
+        scan = scan_device_database(handle.db_path, handle.passphrase, {"code": b"4711"})
+        assert scan.clean and scan.unreadable_pages == 0, (handle.name, scan.hits)
+    assert all(not f.pending for f in cloud.operator.pending(phone.user.space_id).forgets)
+    fresh.agent.close()

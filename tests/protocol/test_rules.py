@@ -413,3 +413,21 @@ def test_said_records_are_whole_sentences_of_their_episodes(ops: list) -> None:
                 texts = [typed[e] for e in content.source_episode_ids]
                 assert check_said(content.text, texts).ok
                 assert content.content_type in ContentType
+
+
+def test_forgetting_a_record_never_pushed_still_destroys_its_pushed_words() -> None:
+    s = Script()
+    s.say("ep_0000000001", "My locker code is 4711.")
+    unknown = s.run(ForgetPermanently(**s.base(), record_id="rec_0000000009"))
+    assert unknown.code is RefusalCode.UNKNOWN_RECORD
+    done = s.run(
+        ForgetPermanently(
+            **s.base(), record_id="rec_0000000009", episode_ids=["ep_0000000001", "ep_0000000002"]
+        )
+    )
+    assert done.effect is EffectKind.FORGOTTEN and done.affected_records == []
+    assert s.ledger.episodes == {} and s.ledger.readable_texts() == set()
+    again = s.run(
+        ForgetPermanently(**s.base(), record_id="rec_0000000009", episode_ids=["ep_0000000001"])
+    )
+    assert again.code is RefusalCode.UNKNOWN_RECORD  # nothing of it is left to forget
