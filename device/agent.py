@@ -45,7 +45,6 @@ from device.migrations import migrate
 from device.sync import SyncSession
 from device.views import LocalResult, RecallHit, RecordView, SyncReport, VersionView
 from protocol import strongauth
-from protocol.errors import SealError
 from protocol.ids import make_id
 from protocol.messages import (
     AccountKeyRequest,
@@ -521,19 +520,8 @@ class DeviceAgent:
         """Shred the record, its source episodes and everything derived from it at once;
         queue ``forget_permanently``. Cannot be undone."""
         return self._record_op(
-            ForgetPermanently, record_id, episode_ids=self._source_episodes(record_id)
+            ForgetPermanently, record_id, episode_ids=store.source_episode_ids(self._db, record_id)
         )
-
-    def _source_episodes(self, record_id: str) -> list[str]:
-        """Every source episode of every readable version of the record, in order."""
-        out: list[str] = []
-        for row in store.versions_of(self._db, record_id):
-            try:
-                sources = store.open_version(self._db, row).source_episode_ids
-            except (LookupError, SealError):
-                continue
-            out.extend(e for e in sources if e not in out)
-        return out
 
     def forget_area(self, area: LifeArea | None, account_passphrase: str) -> LocalResult:
         """Forget a whole life area (None: all memory) permanently. Needs the account
@@ -670,17 +658,11 @@ class DeviceAgent:
 
     def data_keys_for(self, record_id: str) -> list[bytes]:
         """Raw DEKs held for the record's versions and its source episodes."""
-        key_ids: list[str] = []
-        for version in store.versions_of(self._db, record_id):
-            key_ids.append(version["key_id"])
-            try:
-                content = store.open_version(self._db, version)
-            except (LookupError, SealError):
-                continue
-            for episode_id in content.source_episode_ids:
-                row = store.episode_row(self._db, episode_id)
-                if row is not None:
-                    key_ids.append(row["key_id"])
+        key_ids = [version["key_id"] for version in store.versions_of(self._db, record_id)]
+        for episode_id in store.source_episode_ids(self._db, record_id):
+            row = store.episode_row(self._db, episode_id)
+            if row is not None:
+                key_ids.append(row["key_id"])
         deks = [store.get_key(self._db, k) for k in dict.fromkeys(key_ids)]
         return [d for d in deks if d is not None]
 

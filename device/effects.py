@@ -186,6 +186,7 @@ def perform(ctx: Context, op: AnyOperation, effect: Effect) -> None:
             effect.record_ids,
             effect.artifact_ids,
             all_episodes=effect.all_episodes,
+            episode_ids=effect.episode_ids,
             forgotten_at=ctx.at,
             sync_state="pending",
         )

@@ -23,7 +23,15 @@ from device import catalog, store
 from device.db import Database
 from protocol.errors import SealError
 from protocol.model import LifecycleState, RecordContent
-from protocol.operations import AddArtifact, AddEpisode, AnyOperation, ForgetArea, Infer, Remember
+from protocol.operations import (
+    AddArtifact,
+    AddEpisode,
+    AnyOperation,
+    ForgetArea,
+    ForgetPermanently,
+    Infer,
+    Remember,
+)
 from protocol.rules import EpisodeFacts, Facts, RecordFacts
 
 
@@ -74,6 +82,8 @@ def episode_facts_of(db: Database, row: Any) -> EpisodeFacts | None:
 def _episode_ids(op: AnyOperation) -> list[str]:
     if isinstance(op, AddEpisode):
         return [op.episode_id]
+    if isinstance(op, ForgetPermanently):
+        return list(op.episode_ids)
     if isinstance(op, Infer):
         return list(op.content.source_episode_ids)
     return list(getattr(op, "source_episode_ids", []))

@@ -16,12 +16,10 @@ Invariants:
 from __future__ import annotations
 
 from collections.abc import Iterable
-from contextlib import suppress
 from dataclasses import dataclass, field
 
 from device import store
 from device.db import Database
-from protocol.errors import SealError
 from protocol.model import LifecycleState
 
 FORGOTTEN = LifecycleState.FORGOTTEN.value
@@ -61,9 +59,8 @@ def shred_record(
 
     for row in store.versions_of(db, record_id):
         result.key_ids.add(row["key_id"])
-        # If the key is already gone, the episodes the caller named still go.
-        with suppress(LookupError, SealError):
-            result.episode_ids.update(store.open_version(db, row).source_episode_ids)
+    # If a version's key is already gone, the episodes the caller named still go.
+    result.episode_ids.update(store.source_episode_ids(db, record_id))
     for episode_id in result.episode_ids:
         row = store.episode_row(db, episode_id)
         if row is not None:
@@ -187,17 +184,21 @@ def shred_many(
     artifact_ids: Iterable[str] = (),
     *,
     all_episodes: bool = False,
+    episode_ids: Iterable[str] = (),
     forgotten_at: str,
     sync_state: str,
 ) -> list[Shredded]:
-    """A forget's whole closure: records, artifacts and (for all memory) every episode."""
+    """A forget's whole closure: records, artifacts, the extra ``episode_ids`` (sources of
+    a record this store never held) and, for all memory, every episode."""
     for artifact_id in artifact_ids:
         shred_artifact(db, artifact_id, forgotten_at=forgotten_at)
     done = [
         shred_record(db, record_id, forgotten_at=forgotten_at, sync_state=sync_state)
         for record_id in record_ids
     ]
+    extra = list(episode_ids)
     if all_episodes:
-        rows = db.all("SELECT episode_id FROM episodes ORDER BY 1")
-        shred_episodes(db, [row["episode_id"] for row in rows], forgotten_at=forgotten_at)
+        extra += [row["episode_id"] for row in db.all("SELECT episode_id FROM episodes ORDER BY 1")]
+    if extra:
+        shred_episodes(db, list(dict.fromkeys(extra)), forgotten_at=forgotten_at)
     return done

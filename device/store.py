@@ -17,6 +17,7 @@ from typing import Any
 
 from device.db import Database
 from device.keys import open_item
+from protocol.errors import SealError
 from protocol.messages import EpisodeContent
 from protocol.model import RecordContent
 from protocol.recall import words
@@ -318,6 +319,19 @@ def open_version(db: Database, row: Any) -> RecordContent:
         dek, bytes(row["sealed"]), row["bound_space"], "record", row["record_id"], row["version"]
     )
     return RecordContent.model_validate_json(plain)
+
+
+def source_episode_ids(db: Database, record_id: str) -> list[str]:
+    """The source episodes of every readable version of the record, first seen first
+    (a version whose key is gone names none)."""
+    out: list[str] = []
+    for row in versions_of(db, record_id):
+        try:
+            sources = open_version(db, row).source_episode_ids
+        except (LookupError, SealError):
+            continue
+        out.extend(e for e in sources if e not in out)
+    return out
 
 
 def index_words(db: Database, record_id: str, text: str) -> None:

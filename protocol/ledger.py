@@ -19,6 +19,7 @@ from protocol.operations import (
     AddArtifact,
     AddEpisode,
     AnyOperation,
+    Correct,
     ForgetArea,
     ForgetPermanently,
     Infer,
@@ -112,8 +113,8 @@ def facts_for(ledger: Ledger, op: AnyOperation) -> Facts:
         episode_ids = [op.episode_id]
     elif isinstance(op, ForgetPermanently):
         episode_ids = list(op.episode_ids)
-    elif isinstance(op, Remember) or hasattr(op, "source_episode_ids"):
-        episode_ids = list(getattr(op, "source_episode_ids", []))
+    elif isinstance(op, Remember | Correct):
+        episode_ids = list(op.source_episode_ids)
     if isinstance(op, Infer):
         episode_ids = list(op.content.source_episode_ids)
         parents = list(op.content.derived_from)

@@ -8,10 +8,11 @@ from pathlib import Path
 
 import pytest
 
+from device import store
 from device.agent import DeviceAgent
 from device.errors import TemporaryMode
 from protocol.model import ArtifactKind, Initiator, LifeArea
-from protocol.operations import EffectKind, ForgetArea
+from protocol.operations import EffectKind, ForgetArea, ForgetPermanently
 from tests.device.conftest import PASSPHRASE, MakeAgent
 from tests.device.fake_cloud import FakeCloud
 from tests.device.sqlcipher_pages import decrypted_pages
@@ -157,3 +158,26 @@ def test_temporary_mode_writes_nothing(make_agent: MakeAgent, cloud: FakeCloud) 
     agent.set_temporary_mode(False)
     agent.say("Now it is kept.", "c2")
     assert _digest(agent.db_path) != before
+
+
+def test_a_forget_of_a_record_never_held_here_still_shreds_its_named_episodes(
+    make_agent: MakeAgent,
+) -> None:
+    agent = make_agent()
+    episode = agent.say("My locker code is 4711.", "c1")
+    db = agent._debug_db()
+    dek = store.get_key(db, store.episode_row(db, episode)["key_id"])
+    assert dek is not None
+    assert any(dek in p for p in decrypted_pages(agent.db_path, PASSPHRASE))  # control
+    op = ForgetPermanently(
+        op_id="op_0000000000forget",
+        made_at=T0,
+        initiated_by=Initiator.USER,
+        record_id="rec_0000000000unseen",
+        episode_ids=[episode],
+    )
+    result = agent.apply_operation(op)
+    assert result.receipt is not None and result.receipt.effect is EffectKind.FORGOTTEN
+    assert result.receipt.affected_records == []
+    assert store.episode_row(db, episode) is None
+    assert not any(dek in p for p in decrypted_pages(agent.db_path, PASSPHRASE))
