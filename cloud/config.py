@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 
+from protocol.embedding import Embedder
 from protocol.messages import MAX_REQUEST_BYTES
 
 
@@ -27,7 +28,8 @@ class CloudConfig:
     ``store_url`` is ``sqlite:///<absolute path>`` or ``postgresql://user@host:port/db``;
     ``key_store_path`` is a SQLite file that must not be the record store.
     ``master_key`` (32 bytes) overrides ``MEMSYNC_MASTER_KEY`` and the ``master.key``
-    file beside the key store.
+    file beside the key store. ``embedder`` gives the sentence embedder retrieval uses
+    (default: ``cloud.embedder.default_embedder``, the model ``make model`` builds).
     """
 
     store_url: str
@@ -36,3 +38,4 @@ class CloudConfig:
     random_bytes: Callable[[int], bytes] = os.urandom
     max_request_bytes: int = MAX_REQUEST_BYTES
     master_key: bytes | None = field(default=None, repr=False)
+    embedder: Callable[[], Embedder] | None = None

@@ -9,8 +9,9 @@ Invariants:
   ``record_events`` entry per touched record (the whole state after the op).
 - A forget marks skeletons, writes one key-destruction event per record (its version
   keys, the source episodes it claims, the artifacts derived from it), marks every
-  device holding any of those items pending, and drops the record's index and
-  derivation rows; the keys themselves are destroyed after commit (``ensure_destroyed``).
+  device holding any of those items pending, and drops the record's subject-index,
+  search-index (lexical and vector) and derivation rows; the keys themselves are
+  destroyed after commit (``ensure_destroyed``).
 """
 
 from __future__ import annotations
@@ -317,4 +318,5 @@ class Forgetting:
                 holders,
             )
         s.drop_subject_tokens(space, records)
+        s.drop_search(space, records, purge=True)  # lexical rows, FTS segments, vectors
         s.drop_derivations(space, records, effect.artifact_ids)

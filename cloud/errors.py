@@ -80,3 +80,14 @@ class StoreError(CloudError):
 
 class KeyStoreError(CloudError):
     """The key store could not do what was asked (bad master key, missing space key)."""
+
+
+class ModelMissing(CloudError):
+    """The sentence embedder's files are not there (a deployment error, so HTTP 500)."""
+
+    def __init__(self, path: object) -> None:
+        self.path = path
+        super().__init__(
+            f"the sentence embedder is missing: {path} not found; run `make model` to build "
+            "it (or set MEMSYNC_MODEL_DIR to a folder holding model.onnx and tokenizer.json)"
+        )

@@ -12,6 +12,11 @@ Invariants:
   record store commits; the batch and its plain keys live for that one push only.
 - The subject-index key of a space is derived from its space key (HMAC-SHA256), so
   it exists only where the space key does; the record store sees only its hashes.
+- The search key of a space (32 random bytes, one per space, made with the space or on
+  first use) is wrapped by the space key under ``memsync/1|<space>|search_key|<space>|1``;
+  the retrieval indexes hold only terms blinded with it
+  (``protocol.retrieval.lexical.blind``). It is a key of its own, not the subject-index
+  key, so the two indexes' hashes cannot be matched against each other.
 
 ``KeyStore`` is the interface a KMS or Vault-like service could implement instead.
 """
@@ -55,6 +60,10 @@ class KeyStore(Protocol):
 
     def index_key(self, space_id: str) -> bytes:
         """The space's key for hashing subject-index entries (never stored in the clear)."""
+        ...
+
+    def search_key(self, space_id: str) -> bytes:
+        """The space's key for blinding search-index terms (made on first use)."""
         ...
 
     def destroy(self, key_ids: Iterable[str]) -> None: ...
@@ -126,6 +135,11 @@ CREATE TABLE IF NOT EXISTS data_keys (
     created_at TEXT NOT NULL
 );
 CREATE INDEX IF NOT EXISTS data_keys_space ON data_keys(space_id);
+CREATE TABLE IF NOT EXISTS search_keys (
+    space_id TEXT PRIMARY KEY REFERENCES space_keys(space_id),
+    wrapped BLOB NOT NULL,
+    created_at TEXT NOT NULL
+);
 """
 
 
@@ -145,6 +159,7 @@ class SqliteKeyStore:
         self._clock = clock
         self._lock = threading.Lock()
         self._space_keys: dict[str, bytes] = {}
+        self._search_keys: dict[str, bytes] = {}
         path.parent.mkdir(parents=True, exist_ok=True)
         self._db = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
         os.chmod(path, 0o600)  # wrapped keys only, but nobody else needs to read them
@@ -177,6 +192,7 @@ class SqliteKeyStore:
                 (space_id, wrapped, self._clock().isoformat()),
             )
             self._space_keys[space_id] = key
+        self.search_key(space_id)
 
     def _space_key(self, space_id: str) -> bytes:
         cached = self._space_keys.get(space_id)
@@ -202,6 +218,40 @@ class SqliteKeyStore:
         return hmac.new(
             space_key, f"memsync/1|subject-index|{space_id}".encode(), "sha256"
         ).digest()
+
+    def search_key(self, space_id: str) -> bytes:
+        """The space's search key; made (random, wrapped by the space key) on first use.
+
+        Two processes making it at once both insert-or-ignore, then both read back the
+        one row that won, so a space only ever has one search key.
+        """
+        cached = self._search_keys.get(space_id)
+        if cached is not None:
+            return cached
+        where = binding(space_id, "search_key", space_id, 1)
+        with self._lock:
+            space_key = self._space_key(space_id)
+            row = self._db.execute(
+                "SELECT wrapped FROM search_keys WHERE space_id = ?", (space_id,)
+            ).fetchone()
+            if row is None:
+                wrapped = seal(space_key, self._random(NONCE_BYTES), self._random(KEY_BYTES), where)
+                self._db.execute(
+                    "INSERT OR IGNORE INTO search_keys (space_id, wrapped, created_at) "
+                    "VALUES (?, ?, ?)",
+                    (space_id, wrapped, self._clock().isoformat()),
+                )
+                row = self._db.execute(
+                    "SELECT wrapped FROM search_keys WHERE space_id = ?", (space_id,)
+                ).fetchone()
+            try:
+                key = open_sealed(space_key, row[0], where)
+            except SealError as exc:
+                raise KeyStoreError(
+                    f"the search key of {space_id} does not open with its space key: {exc}"
+                ) from exc
+            self._search_keys[space_id] = key
+            return key
 
     # --- data keys -------------------------------------------------------------------
 
@@ -312,6 +362,7 @@ class SqliteKeyStore:
     def close(self) -> None:
         with self._lock:
             self._space_keys.clear()
+            self._search_keys.clear()
             self._db.close()
 
 
@@ -349,6 +400,9 @@ class KeyBatch:
         if key is None:
             key = self._index_keys[space_id] = self._store.index_key(space_id)
         return key
+
+    def search_key(self, space_id: str) -> bytes:
+        return self._store.search_key(space_id)
 
     def write(self) -> None:
         """Store the keys created so far, all in one transaction."""

@@ -17,6 +17,8 @@ Invariants:
 - Only sealed content carries text, sources, conversation ids, epistemic state and
   areas; plain DEKs never touch the record store; status and "as of" answers carry
   states, versions and times, never content.
+- Recall runs the retrieval pipeline over the caller's whole space (``cloud.retrieval``);
+  its indexes are caught up before the query, never inside a push.
 """
 
 from __future__ import annotations
@@ -34,6 +36,7 @@ from pydantic import ValidationError
 from cloud.changes import ChangeReader
 from cloud.config import CloudConfig
 from cloud.effects import EffectWriter
+from cloud.embedder import default_embedder
 from cloud.errors import (
     AccountKeyMismatch,
     AlreadyExists,
@@ -47,6 +50,8 @@ from cloud.errors import (
 )
 from cloud.facts import FactsReader
 from cloud.keystore import SqliteKeyStore, open_key_store
+from cloud.retrieval import CloudRetrieval
+from cloud.search import SearchIndex
 from cloud.status import AsOf, RecordState, as_of, record_state
 from cloud.store import SqlStore, open_store
 from cloud.store.base import StoreSession
@@ -70,6 +75,10 @@ from protocol.messages import (
     PullResponse,
     PushRequest,
     PushResponse,
+    RecallAnswer,
+    RecallLine,
+    RecallRequest,
+    RecallResponse,
     RecordVersionChange,
 )
 from protocol.operations import (
@@ -137,6 +146,9 @@ class CloudService:
             self.store.close()
             raise
         self.vault = Vault(self.key_store, config.random_bytes)
+        self._checkpoint_owed = False
+        self.search = SearchIndex(self.store, self.vault, config.embedder or default_embedder)
+        self.retrieval = CloudRetrieval(self.store, self.vault, self.search)
         self.ensure_destroyed()
 
     @property
@@ -144,6 +156,7 @@ class CloudService:
         return self.key_store.path
 
     def close(self) -> None:
+        self.search.evict()
         self.key_store.close()
         self.store.close()
 
@@ -276,8 +289,10 @@ class CloudService:
             ]
             s.touch_device(space_id, device_id, now)
             vault.write_keys()  # the keys are stored before the records naming them commit
-        # committed: now destroy the keys of anything forgotten (and of earlier crashes)
+        # committed: now destroy the keys of anything forgotten (and of earlier crashes),
+        # and drop forgotten vectors from this process's cache
         self.ensure_destroyed()
+        self.search.prune(space_id)
         return PushResponse(receipts=receipts)
 
     def _apply(
@@ -339,6 +354,12 @@ class CloudService:
             with self.store.session() as s:
                 s.mark_keys_destroyed(ev.space_id, ev.event_id, self._clock())
             finished += 1
+        if finished or self._checkpoint_owed:
+            # the forgotten index rows are deleted (zeroed in the file); truncate the
+            # SQLite WAL so no old copy of their pages stays there (retried while busy)
+            self._checkpoint_owed = not self.store.checkpoint()
+            if self._checkpoint_owed:
+                log.warning("record store: the WAL could not be truncated after a forget")
         return finished
 
     # --- pull, ack, pending ---------------------------------------------------------
@@ -396,6 +417,50 @@ class CloudService:
                 for st in statuses
             ]
         )
+
+    # --- recall ---------------------------------------------------------------------
+
+    def recall(self, space_id: str, device_id: str, req: RecallRequest) -> RecallResponse:
+        """The eight retrieval steps over the whole space, for one enrolled device."""
+        with self.store.session(space_id) as s:
+            device = s.device(space_id, device_id)
+            if device is None:
+                raise Unauthorized(f"device {device_id} is not enrolled in this space")
+        result = self.retrieval.recall(
+            space_id,
+            req.query,
+            now=self._clock(),
+            area=req.area,
+            project=req.project,
+            personalized=req.personalized,
+            factual=req.factual,
+            consents=frozenset(req.consents),
+            limit=req.limit,
+        )
+        lines = [
+            RecallLine(
+                record_id=line.record_id,
+                text=line.text,
+                content_type=line.content_type,
+                epistemic_state=line.epistemic_state,
+                confidence=line.confidence,
+                conflict=line.conflict,
+                outdated=line.outdated,
+                current=line.current,
+                line=line.line,
+                score=round(line.score, 4),
+                pulled_in_by=line.pulled_in_by or (line.via[0] if line.via else None),
+                relation=line.via[1] if line.via else None,
+            )
+            for line in result.lines
+        ]
+        answer = RecallAnswer(lines=lines, block=result.text, factual=result.factual)
+        box = SealedBox(PublicKey(device.public_key))
+        return RecallResponse(sealed_answer=box.encrypt(answer.model_dump_json().encode()))
+
+    def index_catch_up(self, space_id: str) -> int:
+        """Index what a space's search indexes miss (recall does it first by itself)."""
+        return self.search.catch_up(space_id)
 
     def record_status(self, space_id: str, record_id: str) -> RecordState:
         """A live record's state (no content), or its skeleton when forgotten."""

@@ -10,12 +10,17 @@ Invariants:
   push only, and still asks the record store whether a key is forgotten on every use.
 - The subject index stores ``HMAC(index key of the space, key)`` for each key of
   ``protocol.subjects.stored_keys``, never the words the keys are made of.
+- Data derived from one record version (its search vector) is sealed with that
+  version's own data key under its own binding kind (``vector``), so destroying the
+  version's key makes the derived data unreadable too; it never opens once the key is
+  forgotten, exactly like the content.
+- The search indexes blind terms with the space's search key (``search_key``).
 """
 
 from __future__ import annotations
 
 import hmac
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from typing import TypeVar
 
 from pydantic import BaseModel, ValidationError
@@ -27,6 +32,12 @@ from protocol.errors import SealError
 from protocol.sealing import NONCE_BYTES, binding, open_sealed, seal
 
 _M = TypeVar("_M", bound=BaseModel)
+
+
+def seal_with(
+    dek: bytes, nonce: bytes, plain: bytes, space_id: str, kind: str, item_id: str, version: int
+) -> bytes:
+    return seal(dek, nonce, plain, binding(space_id, kind, item_id, version))
 
 
 class Vault:
@@ -87,6 +98,19 @@ class Vault:
         dek = self.data_key(s, space_id, key_id)
         if dek is None:
             return None
+        return self.open_with(dek, space_id, kind, item_id, version, sealed, model)
+
+    @staticmethod
+    def open_with(
+        dek: bytes,
+        space_id: str,
+        kind: str,
+        item_id: str,
+        version: int,
+        sealed: bytes,
+        model: type[_M],
+    ) -> _M:
+        """Open content with a DEK ``data_keys`` gave (so one not forgotten)."""
         try:
             plain = open_sealed(dek, sealed, binding(space_id, kind, item_id, version))
             return model.model_validate_json(plain)
@@ -94,6 +118,42 @@ class Vault:
             raise StoreError(
                 f"{kind} {item_id} v{version} of {space_id} does not open: {exc}"
             ) from exc
+
+    def data_keys(self, s: StoreSession, space_id: str, key_ids: Iterable[str]) -> dict[str, bytes]:
+        """The plain DEKs of ``key_ids`` that are neither named by a forget nor destroyed."""
+        wanted = set(key_ids)
+        wanted -= s.forgotten_key_ids(space_id, wanted)
+        source = self.key_store if self._batch is None else self._batch
+        out: dict[str, bytes] = {}
+        for key_id in sorted(wanted):
+            dek = source.data_key(space_id, key_id)
+            if dek is not None:
+                out[key_id] = dek
+        return out
+
+    def seal_derived(
+        self, dek: bytes, space_id: str, kind: str, item_id: str, version: int, plain: bytes
+    ) -> bytes:
+        """Seal data derived from one item with that item's own DEK (from ``data_keys``,
+        so never a forgotten one), bound to its own ``kind``."""
+        return seal_with(dek, self._random(NONCE_BYTES), plain, space_id, kind, item_id, version)
+
+    @staticmethod
+    def open_derived(
+        dek: bytes, space_id: str, kind: str, item_id: str, version: int, sealed: bytes
+    ) -> bytes:
+        """Open what ``seal_derived`` sealed, with a DEK from ``data_keys``."""
+        try:
+            return open_sealed(dek, sealed, binding(space_id, kind, item_id, version))
+        except SealError as exc:
+            raise StoreError(
+                f"{kind} {item_id} v{version} of {space_id} does not open: {exc}"
+            ) from exc
+
+    def search_key(self, space_id: str) -> bytes:
+        """The key the space's search indexes blind their terms with."""
+        source = self.key_store if self._batch is None else self._batch
+        return source.search_key(space_id)
 
     def subject_token(self, space_id: str, subject_key: str) -> str:
         source = self.key_store if self._batch is None else self._batch

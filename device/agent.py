@@ -19,7 +19,7 @@ Invariants:
 from __future__ import annotations
 
 import secrets
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -27,7 +27,7 @@ from typing import Any
 import httpx
 from pydantic import ValidationError
 
-from device import account, catalog, keys, reading, retrieval, store
+from device import account, catalog, keys, reading, retrieval, search, store
 from device.client import CloudClient
 from device.db import DB_FILENAME, Database
 from device.errors import (
@@ -36,12 +36,14 @@ from device.errors import (
     NoCloud,
     NotEnrolled,
     Refused,
+    ServerError,
     ServerRefused,
     TemporaryMode,
 )
 from device.facts import episode_facts_of
 from device.local import apply_local
 from device.migrations import migrate
+from device.retrieval import Recall
 from device.sync import SyncSession
 from device.views import LocalResult, RecallHit, RecordView, SyncReport, VersionView
 from protocol import strongauth
@@ -52,6 +54,9 @@ from protocol.messages import (
     EnrollRequest,
     EnrollResponse,
     ErrorCode,
+    RecallAnswer,
+    RecallRequest,
+    RecallResponse,
 )
 from protocol.model import (
     ArtifactKind,
@@ -182,6 +187,9 @@ class DeviceAgent:
             store.get_meta(db)
             if 2 in ran and 1 not in ran:
                 catalog.backfill_v2(db, agent._now())
+            with db.atomic():  # records an older schema or another model left unindexed
+                search.catch_up(db)
+                search.merge_if_needed(db)
         except BaseException:
             db.close()
             raise
@@ -617,8 +625,35 @@ class DeviceAgent:
         area: LifeArea | None = None,
         project: str | None = None,
         personalized: bool = True,
+        factual: bool | None = None,
+        consents: Iterable[Sensitivity] = (),
     ) -> list[RecallHit]:
-        """Word-match recall through the fixed retrieval order (``device.retrieval``)."""
+        """The records retrieval returns for a task (see ``retrieve`` for the whole answer)."""
+        return list(
+            self.retrieve(
+                query,
+                limit,
+                area=area,
+                project=project,
+                personalized=personalized,
+                factual=factual,
+                consents=consents,
+            ).hits
+        )
+
+    def retrieve(
+        self,
+        query: str,
+        limit: int = 5,
+        *,
+        area: LifeArea | None = None,
+        project: str | None = None,
+        personalized: bool = True,
+        factual: bool | None = None,
+        consents: Iterable[Sensitivity] = (),
+    ) -> Recall:
+        """Retrieval in the fixed eight-step order over this device's subset, offline:
+        the hits, the marked data block for a model, and what was searched."""
         return retrieval.recall(
             self._db,
             query,
@@ -627,7 +662,48 @@ class DeviceAgent:
             area=area,
             project=project,
             personalized=personalized,
+            factual=factual,
+            consents=frozenset(consents),
         )
+
+    def retrieve_from_cloud(
+        self,
+        query: str,
+        limit: int = 5,
+        *,
+        area: LifeArea | None = None,
+        project: str | None = None,
+        personalized: bool = True,
+        factual: bool | None = None,
+        consents: Iterable[Sensitivity] = (),
+    ) -> Recall:
+        """Ask the cloud to run the same pipeline over the whole space (online only).
+
+        The answer comes sealed to this device's key and is opened here; nothing is
+        written (caching cloud answers within a budget is the device-subset issue)."""
+        meta = store.get_meta(self._db)
+        if meta.credential is None:
+            raise NotEnrolled(
+                f"device {meta.device_name!r} is not enrolled; it can only search itself"
+            )
+        request = RecallRequest(
+            query=query,
+            limit=limit,
+            area=area,
+            project=project,
+            personalized=personalized,
+            factual=factual,
+            consents=list(consents),
+        )
+        response = self._cloud().post("/v1/recall", request, RecallResponse)
+        try:
+            plain = keys.open_sealed_answer(
+                keys.load_private_key(meta.private_key), response.sealed_answer
+            )
+            answer = RecallAnswer.model_validate_json(plain)
+        except (keys.SealedKeyDoesNotOpen, ValidationError) as exc:
+            raise ServerError(f"the cloud's recall answer does not open: {exc}") from exc
+        return retrieval.from_cloud(answer)
 
     def what_do_you_know(self) -> list[RecordView]:
         """Everything: candidates, inferences, not in use, corrected, skeletons."""

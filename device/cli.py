@@ -155,14 +155,30 @@ def _hit_lines(hits: Sequence[RecallHit]) -> str:
 def _recall(args: argparse.Namespace) -> int:
     with _open(args) as agent:
         _temporary(args, agent)
-        hits = agent.recall(
+        answer = agent.retrieve(
             args.query,
             limit=args.limit,
             area=LifeArea(args.area) if args.area else None,
             project=args.project,
             personalized=not args.no_personalization,
+            factual=args.factual,
+            consents=[Sensitivity(c) for c in args.consent],
         )
-        _emit(args, [dataclasses.asdict(h) for h in hits], _hit_lines(hits))
+        text = _hit_lines(answer.hits)
+        if args.block and answer.block:
+            text = answer.block
+        _emit(
+            args,
+            {
+                "query": args.query,
+                "scope": answer.scope,
+                "note": answer.note,
+                "factual": answer.factual,
+                "hits": [dataclasses.asdict(h) for h in answer.hits],
+                "block": answer.block,
+            },
+            f"{text}\n({answer.note})",
+        )
     return 0
 
 
@@ -361,12 +377,34 @@ def register(subparsers: Any) -> argparse.ArgumentParser:
     p.add_argument("--subject", default=None, help="what it is about (same subject: newer wins)")
     p.add_argument("--valid-until", default=None, help="ISO time")
     p.add_argument("--temporary", action="store_true", help="temporary mode: write nothing")
-    p = command("recall", _recall, "find remembered sentences by word")
+    p = command("recall", _recall, "retrieve memory for a question, by meaning, offline")
     p.add_argument("query")
     p.add_argument("--limit", type=int, default=5)
     p.add_argument("--area", default=None, choices=areas)
     p.add_argument("--project", default=None)
     p.add_argument("--no-personalization", action="store_true", help="retrieve no memory")
+    kind = p.add_mutually_exclusive_group()
+    kind.add_argument(
+        "--factual",
+        dest="factual",
+        action="store_true",
+        default=None,
+        help="a question about the world: leave your opinions out",
+    )
+    kind.add_argument(
+        "--personal",
+        dest="factual",
+        action="store_false",
+        help="a question about you: opinions may be used",
+    )
+    p.add_argument(
+        "--consent",
+        action="append",
+        default=[],
+        choices=[s.value for s in Sensitivity if s is not Sensitivity.NORMAL],
+        help="allow a sensitive class for this answer (repeatable)",
+    )
+    p.add_argument("--block", action="store_true", help="print the marked data block")
     p.add_argument("--temporary", action="store_true", help="temporary mode: write nothing")
     command("list", _list, "list records, including forgotten skeletons")
     command("know", _know, "what do you know about me? (everything, inferences included)")

@@ -6,7 +6,7 @@ Invariants:
   overwrite); lifecycle, usage, flags and projects are metadata; a forget shreds the
   whole closure through ``device.shred``.
 - Every lifecycle or version change appends to the record's state history.
-- Derived rows (recall words, subject index, derivation edges) are written with the
+- Derived rows (search indexes, subject index, derivation edges) are written with the
   content they come from, in the same transaction.
 - A queued op never carries text: ``queue_fields`` strips it, and the push re-reads it
   from the sealed row (see ``device.sync``).
@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from device import catalog, keys, shred, store
+from device import catalog, keys, search, shred, store
 from device.db import Database
 from protocol.messages import EpisodeContent
 from protocol.model import ArtifactContent, RecordContent
@@ -88,7 +88,6 @@ def write_version(
         key_id=item.key_id,
         sealed=item.sealed,
     )
-    store.index_words(ctx.db, record_id, content.text)
     catalog.add_derivations(ctx.db, "record", record_id, content.derived_from)
 
 
@@ -101,6 +100,7 @@ def _create_record(ctx: Context, effect: CreateRecord) -> None:
         sync_state="pending",
     )
     write_version(ctx, effect.record_id, effect.version, None, effect.content)
+    search.index(ctx.db, [(effect.record_id, effect.version, effect.content)])
     catalog.index_subject(ctx.db, effect.record_id, effect.content)
     catalog.log_event(
         ctx.db, effect.record_id, ctx.at, effect.lifecycle_state.value, effect.version
@@ -111,6 +111,7 @@ def _add_version(ctx: Context, effect: AddVersion) -> None:
     write_version(ctx, effect.record_id, effect.version, effect.supersedes, effect.content)
     store.set_current_version(ctx.db, effect.record_id, effect.version)
     store.set_record_state(ctx.db, effect.record_id, lifecycle=effect.lifecycle_state.value)
+    search.index(ctx.db, [(effect.record_id, effect.version, effect.content)])
     catalog.index_subject(ctx.db, effect.record_id, effect.content)
     catalog.log_event(
         ctx.db, effect.record_id, ctx.at, effect.lifecycle_state.value, effect.version

@@ -126,3 +126,14 @@ class AppendOnlyViolation(DeviceError):
 
 class InvalidOperation(DeviceError):
     """An operation built from the caller's input does not validate; nothing was changed."""
+
+
+class ModelMissing(DeviceError):
+    """The sentence embedder's files are not there (``make model`` builds them)."""
+
+    def __init__(self, path: object) -> None:
+        self.path = path
+        super().__init__(
+            f"the sentence embedder is missing: {path} not found; run `make model` to build "
+            "it (or set MEMSYNC_MODEL_DIR to a folder holding model.onnx and tokenizer.json)"
+        )

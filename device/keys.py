@@ -56,6 +56,16 @@ def open_sealed_key(private_key: PrivateKey, sealed_key: bytes) -> bytes:
     return dek
 
 
+def open_sealed_answer(private_key: PrivateKey, sealed: bytes) -> bytes:
+    """Open an answer the cloud sealed to this device's public key (``/v1/recall``)."""
+    try:
+        return bytes(SealedBox(private_key).decrypt(sealed))
+    except CryptoError as exc:
+        raise SealedKeyDoesNotOpen(
+            "the answer was not sealed to this device's public key, or was tampered"
+        ) from exc
+
+
 @dataclass(frozen=True, slots=True)
 class SealedItem:
     key_id: str

@@ -14,7 +14,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from datetime import datetime
 
-from device import catalog, effects, store
+from device import catalog, effects, search, store
 from device.db import Database
 from device.errors import Refused
 from device.facts import facts_for
@@ -49,6 +49,7 @@ def apply_local(
             op_json=fields.op_json,
             queued_at=ctx.at,
         )
+        search.merge_if_needed(db)
         catalog.store_local_receipt(
             db,
             op_id=op.op_id,

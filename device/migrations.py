@@ -26,6 +26,7 @@ class Migration:
 MIGRATIONS: tuple[Migration, ...] = (
     Migration(1, "initial schema", schema.V1),
     Migration(2, "full memory record", schema.V2),
+    Migration(3, "retrieval indexes", schema.V3),
 )
 
 _LEDGER = """

@@ -1,72 +1,91 @@
-"""Local recall, in the fixed order: task area, state filter, search, ranking, smallest
-subset, presentation (word match for now; a later issue brings the full pipeline).
+"""Local retrieval: the fixed eight-step pipeline (``protocol.retrieval``) over this
+device's subset, offline.
 
 Invariants:
-- ``personalized=False`` retrieves nothing.
-- Every index hit is re-checked against authoritative state: only an active record
-  whose current version opens, that the cloud did not refuse, outside closed projects,
-  passes; "only use for X" passes only when the task's area or project is X.
-- Old versions never come back: only the current version is scored and shown. A
-  record superseded by an ACTIVE newer statement is left out (the newer one wins).
-- A record in conflict brings its (usable) conflicting record with it; both flagged.
-- Ranking is word score times ``protocol.timeline.priority``: decay and staleness
-  only lower it. Lines come from ``protocol.presentation.labelled_line``.
-- Recall never writes.
+- The indexes (``device.search``) only propose ids. Each proposed record, each record
+  related to one, and each companion (conflict partner, superseded predecessor) is
+  re-read from the store into a ``Candidate`` — lifecycle, current version opened
+  with its key, usage restriction, flags, project state — and the pipeline filters on
+  that, so an index holding something stale can never bring it back.
+- ``personalized=False`` retrieves nothing (step 1 returns empty; no index is read).
+- Retrieval never writes (temporary mode relies on it).
 """
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+from dataclasses import dataclass
 from datetime import datetime
+from typing import Any
 
-from device import catalog, store
+from device import catalog, search, store
 from device.db import Database
-from device.reading import Held, held, is_active, line_for, live_conflicts, shown_class
+from device.reading import held, is_active, live_conflicts, said_on
 from device.views import RecallHit
-from protocol import timeline
-from protocol.model import EpistemicState, LifeArea, LifecycleState, RecordContent
-from protocol.recall import score, words
+from protocol.messages import RecallAnswer
+from protocol.model import LifeArea, Sensitivity
+from protocol.retrieval.block import MemoryBlock
+from protocol.retrieval.gather import gather as gather_records
+from protocol.retrieval.pipeline import retrieve
+from protocol.retrieval.task import Candidate, SearchHits, Task
+
+SCOPE_DEVICE = "device"
+SCOPE_NOTE = "Searched only what this device holds."
+SCOPE_CLOUD = "cloud"
+CLOUD_NOTE = "Searched the whole space in the cloud."
 
 
-def in_task_area(content: RecordContent, area: LifeArea | None, project: str | None) -> bool:
-    """Step 1: the task's life area and project, plus "general"; no task = everything."""
-    if area is None and project is None:
-        return True
-    return (
-        LifeArea.GENERAL in content.life_areas
-        or (area is not None and area in content.life_areas)
-        or (project is not None and content.project == project)
+@dataclass(frozen=True, slots=True)
+class Recall:
+    """A retrieval answer: the hits, the marked block for a model, and what was searched."""
+
+    hits: tuple[RecallHit, ...]
+    block: str
+    scope: str
+    note: str
+    factual: bool
+
+
+def candidate(db: Database, record_id: str, projects: dict[str, bool]) -> Candidate | None:
+    """A record's authoritative state, read from the store now."""
+    row = store.record_row(db, record_id)
+    if row is None:
+        return None
+    h = held(db, row)
+    content = h.content
+    superseded_by = row["superseded_by"] if is_active(db, row["superseded_by"]) else None
+    older = db.all(
+        "SELECT record_id FROM records WHERE superseded_by = ? ORDER BY record_id", (record_id,)
+    )
+    return Candidate(
+        record_id=record_id,
+        lifecycle=h.lifecycle,
+        content=content,
+        learned_at=h.learned_at,
+        version=None if h.version is None else int(h.version["version"]),
+        usage_area=LifeArea(row["usage_area"]) if row["usage_area"] else None,
+        usage_project=row["usage_project"],
+        project_open=content is None
+        or content.project is None
+        or projects.get(content.project, True),
+        refused=row["sync_state"] == "refused",
+        superseded_by=superseded_by,
+        supersedes=tuple(r[0] for r in older),
+        conflicts_with=tuple(live_conflicts(db, row)),
+        said_on=None if content is None else said_on(db, content, h.learned_at),
     )
 
 
-def usable(
-    db: Database,
-    h: Held,
-    area: LifeArea | None,
-    project: str | None,
-    projects: dict[str, bool],
-) -> bool:
-    """Step 2, the state filter, re-read from the store for this record."""
-    row, content = h.row, h.content
-    if (
-        content is None
-        or h.lifecycle is not LifecycleState.ACTIVE
-        or row["sync_state"] == "refused"
-        or content.epistemic_state is EpistemicState.INVALID
-    ):
-        return False
-    if content.project is not None and projects.get(content.project) is False:
-        return False
-    if row["usage_area"] and (area is None or area.value != row["usage_area"]):
-        return False
-    if row["usage_project"] and project != row["usage_project"]:
-        return False
-    if is_active(db, row["superseded_by"]):
-        return False
-    return in_task_area(content, area, project)
+def _load(
+    db: Database, ids: Iterable[str], into: dict[str, Candidate], projects: dict[str, bool]
+) -> None:
+    for record_id in sorted(set(ids) - set(into)):
+        c = candidate(db, record_id, projects)
+        if c is not None:
+            into[record_id] = c
 
 
-def recall(
-    db: Database,
+def task_for(
     query: str,
     now: datetime,
     *,
@@ -74,64 +93,101 @@ def recall(
     area: LifeArea | None = None,
     project: str | None = None,
     personalized: bool = True,
-) -> list[RecallHit]:
-    if not personalized or limit <= 0:
-        return []
+    factual: bool | None = None,
+    consents: frozenset[Sensitivity] = frozenset(),
+) -> Task:
+    return Task(
+        query=query,
+        now=now,
+        area=area,
+        project=project,
+        personalized=personalized,
+        factual=factual,
+        consents=consents,
+        limit=limit,
+    )
+
+
+def gather(
+    db: Database, task: Task, *, lexical: bool = True, vector: bool = True
+) -> tuple[list[Candidate], SearchHits]:
+    """What the indexes propose, and the authoritative state of every record involved:
+    hits, records related to them, and their companions (``lexical``/``vector`` switch
+    an index off, for evaluation)."""
+    if not task.personalized or task.limit <= 0:
+        return [], SearchHits()
     projects = catalog.projects(db)
 
-    def check(record_id: str) -> Held | None:
-        row = store.record_row(db, record_id)
-        if row is None:
-            return None
-        h = held(db, row)
-        return h if usable(db, h, area, project, projects) else None
+    def load(ids: Iterable[str], into: dict[str, Candidate]) -> None:
+        _load(db, ids, into, projects)
 
-    primary: list[tuple[float, int, str, Held]] = []
-    for record_id in store.recall_candidates(db, words(query)):
-        h = check(record_id)
-        if h is None or h.content is None or h.learned_at is None:
-            continue
-        points = score(query, h.content.text)
-        if points == 0:
-            continue
-        rank = points * timeline.priority(h.content, h.learned_at, now)
-        primary.append((rank, points, record_id, h))
-    primary.sort(key=lambda item: (-item[0], item[2]))
-
-    hits: list[RecallHit] = []
-    seen: set[str] = set()
-    for rank, points, record_id, h in primary:
-        if len(hits) >= limit:
-            break
-        if record_id in seen:
-            continue
-        seen.add(record_id)
-        hits.append(_hit(db, h, now, points, rank, None))
-        for other_id in live_conflicts(db, h.row):  # retrieved together, both flagged
-            other = check(other_id)
-            if other is not None and other_id not in seen:
-                seen.add(other_id)
-                assert other.content is not None
-                hits.append(_hit(db, other, now, score(query, other.content.text), rank, record_id))
-    return hits
+    return gather_records(
+        lexical=search.lexical_hits(db, task.query) if lexical else {},
+        vector=search.vector_hits(db, task.query) if vector else {},
+        vector_searched=vector,
+        load=load,
+        related=lambda contents: search.related(db, contents),
+    )
 
 
-def _hit(
-    db: Database, h: Held, now: datetime, points: int, rank: float, pulled_in_by: str | None
-) -> RecallHit:
-    assert h.content is not None
-    content = h.content
-    return RecallHit(
-        record_id=h.record_id,
-        text=content.text,
-        epistemic_state=content.epistemic_state.value,
-        line=line_for(db, h, now),
-        score=points,
-        content_type=content.custom_type.name
-        if content.custom_type
-        else content.content_type.value,
-        confidence=shown_class(h, now).value,
-        conflict=bool(live_conflicts(db, h.row)),
-        rank=rank,
-        pulled_in_by=pulled_in_by,
+def block(db: Database, query: str, now: datetime, **kw: Any) -> MemoryBlock:
+    """Run the pipeline over this device's subset."""
+    task = task_for(query, now, **kw)
+    candidates, hits = gather(db, task)
+    return retrieve(task, candidates, hits)
+
+
+def recall(db: Database, query: str, now: datetime, **kw: Any) -> Recall:
+    result = block(db, query, now, **kw)
+    hits = tuple(
+        RecallHit(
+            record_id=line.record_id,
+            text=line.text,
+            epistemic_state=line.epistemic_state,
+            line=line.line,
+            score=round(line.relevance, 4),
+            content_type=line.content_type,
+            confidence=line.confidence,
+            conflict=line.conflict,
+            rank=round(line.score, 4),
+            pulled_in_by=line.pulled_in_by or (line.via[0] if line.via else None),
+            relation=line.via[1].value if line.via else None,
+            outdated=line.outdated,
+            current=line.current,
+            lexical=round(line.lexical, 4),
+            vector=round(line.vector, 4),
+        )
+        for line in result.lines
+    )
+    return Recall(
+        hits=hits, block=result.text, scope=SCOPE_DEVICE, note=SCOPE_NOTE, factual=result.factual
+    )
+
+
+def from_cloud(answer: RecallAnswer) -> Recall:
+    """A cloud answer (already opened with this device's key) as a ``Recall``."""
+    hits = tuple(
+        RecallHit(
+            record_id=line.record_id,
+            text=line.text,
+            epistemic_state=line.epistemic_state.value,
+            line=line.line,
+            score=line.score,
+            content_type=line.content_type,
+            confidence=line.confidence.value,
+            conflict=line.conflict,
+            rank=line.score,
+            pulled_in_by=line.pulled_in_by,
+            relation=line.relation.value if line.relation else None,
+            outdated=line.outdated,
+            current=line.current,
+        )
+        for line in answer.lines
+    )
+    return Recall(
+        hits=hits,
+        block=answer.block,
+        scope=SCOPE_CLOUD,
+        note=CLOUD_NOTE,
+        factual=answer.factual,
     )

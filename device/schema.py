@@ -311,3 +311,46 @@ V2: tuple[str, ...] = (
     END
     """,
 )
+
+
+# --- migration 3: retrieval indexes (issue 4) ----------------------------------------
+#
+# The word table gives way to real search: an FTS5 index of each record's current
+# version (stemmed terms, blinded with this device's search key, so the index holds no
+# word in the clear), int8 sentence vectors tagged with the model that made them, and
+# which version each index holds. All of it is derived data: ``device/shred.py``
+# deletes it with the record, and the same transaction merges the FTS5 segments
+# (``optimize``) so no deleted term stays behind in an old segment.
+# Records already held are indexed when the agent next opens (``device.search``).
+
+V3: tuple[str, ...] = (
+    "DROP TABLE recall_words",
+    """
+    CREATE TABLE search_state (
+        singleton INTEGER PRIMARY KEY CHECK (singleton = 1),
+        search_key BLOB NOT NULL CHECK (length(search_key) = 32),
+        generation INTEGER NOT NULL,
+        needs_merge INTEGER NOT NULL CHECK (needs_merge IN (0, 1))
+    )
+    """,
+    "INSERT INTO search_state (singleton, search_key, generation, needs_merge) "
+    "VALUES (1, randomblob(32), 0, 0)",
+    "CREATE VIRTUAL TABLE record_fts USING fts5(terms, content='', contentless_delete=1, "
+    "tokenize='unicode61')",
+    "INSERT INTO record_fts (record_fts, rank) VALUES ('secure-delete', 1)",
+    """
+    CREATE TABLE record_search (
+        record_id TEXT PRIMARY KEY REFERENCES records (record_id),
+        version INTEGER NOT NULL
+    )
+    """,
+    """
+    CREATE TABLE record_vectors (
+        record_id TEXT PRIMARY KEY REFERENCES records (record_id),
+        version INTEGER NOT NULL,
+        model_id TEXT NOT NULL,
+        vector BLOB NOT NULL
+    )
+    """,
+    "CREATE INDEX records_superseded_by ON records (superseded_by)",
+)

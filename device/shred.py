@@ -2,7 +2,7 @@
 
 Invariants:
 - Content becomes unreadable only by destroying its data key; the sealed rows and
-  every row derived from them (recall words, subject index, derivation edges, state
+  every row derived from them (search indexes and vectors, subject index, derivation edges, state
   history, queued ops, receipts, refusal reasons, usage and flags) go in the same
   transaction, with ``secure_delete`` on. Derived artifacts are shredded the same way.
 - The append-only triggers let a DELETE through only for items named in
@@ -18,7 +18,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
-from device import store
+from device import search, store
 from device.db import Database
 from protocol.model import LifecycleState
 
@@ -78,7 +78,7 @@ def shred_record(
 
     ep_marks, ep_values = _marks(result.episode_ids)
     key_marks, key_values = _marks(result.key_ids)
-    db.execute("DELETE FROM recall_words WHERE record_id = ?", (record_id,))
+    search.drop(db, record_id)
     db.execute("DELETE FROM subject_index WHERE record_id = ?", (record_id,))
     db.execute(
         "DELETE FROM derivations WHERE parent_id = ? OR child_id = ?", (record_id, record_id)

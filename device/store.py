@@ -20,7 +20,6 @@ from device.keys import open_item
 from protocol.errors import SealError
 from protocol.messages import EpisodeContent
 from protocol.model import RecordContent
-from protocol.recall import words
 
 SYNC_STATES = ("pending", "synced", "refused")
 
@@ -332,26 +331,6 @@ def source_episode_ids(db: Database, record_id: str) -> list[str]:
             continue
         out.extend(e for e in sources if e not in out)
     return out
-
-
-def index_words(db: Database, record_id: str, text: str) -> None:
-    _require_tx(db)
-    db.executemany(
-        "INSERT OR IGNORE INTO recall_words (record_id, word) VALUES (?, ?)",
-        ((record_id, word) for word in sorted(words(text))),
-    )
-
-
-def recall_candidates(db: Database, query_words: Iterable[str]) -> list[str]:
-    wanted = sorted(set(query_words))
-    if not wanted:
-        return []
-    marks = ",".join("?" for _ in wanted)
-    rows = db.all(
-        f"SELECT DISTINCT record_id FROM recall_words WHERE word IN ({marks}) ORDER BY record_id",
-        wanted,
-    )
-    return [row["record_id"] for row in rows]
 
 
 # --- queue, receipts, acks ------------------------------------------------------------

@@ -25,7 +25,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from device import catalog, effects, shred, store
+from device import catalog, effects, search, shred, store
 from device.client import CloudClient
 from device.db import Database
 from device.errors import ChangeDoesNotOpen, ServerError, ServerRefused
@@ -65,6 +65,9 @@ FORGOTTEN = LifecycleState.FORGOTTEN.value
 # record, or never held it.
 _HARMLESS_FORGET_REFUSALS = {"forgotten", "unknown_record"}
 _CREATING = {"remember", "infer"}
+
+
+_RECORD_CHANGES = (RecordVersionChange, RecordStateChange)
 
 
 def _no_randomness(n: int) -> bytes:
@@ -240,6 +243,12 @@ class SyncSession:
                 private_key = load_private_key(store.get_meta(self.db).private_key)
                 for change in page.changes:
                     self._apply_change(change, private_key)
+                # index the current versions this page brought, embedded in one batch
+                search.catch_up(
+                    self.db,
+                    {c.record_id for c in page.changes if isinstance(c, _RECORD_CHANGES)},
+                )
+                search.merge_if_needed(self.db)
                 store.set_cursor(self.db, page.cursor)
             self.report.pulled += len(page.changes)
             if len(self.report.shredded) > shredded_before:

@@ -39,12 +39,17 @@ class RecallHit:
     text: str
     epistemic_state: str
     line: str
-    score: int
+    score: float
     content_type: str = ""
     confidence: str = ""
     conflict: bool = False
     rank: float = 0.0
-    pulled_in_by: str | None = None  # set when a conflicting record brought this one in
+    pulled_in_by: str | None = None  # the hit that brought this one in (relation/companion)
+    relation: str | None = None  # how a related record was pulled in
+    outdated: bool = False  # superseded by a newer record returned beside it
+    current: bool = False  # the newer record of a supersedes pair
+    lexical: float = 0.0
+    vector: float = 0.0
 
 
 @dataclass(frozen=True, slots=True)

@@ -30,3 +30,14 @@ class SealError(ProtocolError):
 
 class MalformedCursor(ProtocolError):
     """A pull cursor that this server did not issue."""
+
+
+class StepOrderError(ProtocolError, TypeError):
+    """A retrieval step was handed something other than the previous step's output."""
+
+    def __init__(self, step: str, expected: str, got: object) -> None:
+        self.step = step
+        super().__init__(
+            f"retrieval step {step!r} needs the output of {expected!r}, got "
+            f"{type(got).__name__}: no step of the fixed order may be skipped or reordered"
+        )

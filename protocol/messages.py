@@ -12,10 +12,20 @@ from typing import Annotated, Any, Literal
 
 from pydantic import Field, TypeAdapter
 
+from protocol.confidence import ConfidenceClass
 from protocol.errors import UnsupportedProtocolVersion
 from protocol.ids import ArtifactId, ConversationId, DeviceId, EpisodeId, RecordId, SpaceId
-from protocol.model import LifecycleState, ProjectName, Text, UsageRestriction
+from protocol.model import (
+    EpistemicState,
+    LifeArea,
+    LifecycleState,
+    ProjectName,
+    Sensitivity,
+    Text,
+    UsageRestriction,
+)
 from protocol.operations import MAX_OPS_PER_PUSH, Receipt
+from protocol.retrieval.task import Relation
 from protocol.version import PROTOCOL_VERSION, SUPPORTED_VERSIONS, check_version
 from protocol.wire import B64Bytes, UtcDatetime, WireModel
 
@@ -237,3 +247,60 @@ class ForgetStatus(WireModel):
 
 class PendingResponse(Envelope):
     forgets: list[ForgetStatus]
+
+
+# --- recall (cloud retrieval over the whole space) -----------------------------------
+
+MAX_QUERY_CHARS = 4000
+MAX_RECALL_LIMIT = 50
+
+
+class RecallRequest(Envelope):
+    """``POST /v1/recall``: run the eight retrieval steps over the device's whole space.
+
+    ``personalized: false`` answers nothing (step 1); ``factual`` null lets the query
+    decide (a question about the user is personal); ``consents`` are the sensitive
+    classes the user allows for this task.
+    """
+
+    query: Annotated[str, Field(min_length=1, max_length=MAX_QUERY_CHARS)]
+    limit: Annotated[int, Field(ge=1, le=MAX_RECALL_LIMIT)] = 5
+    area: LifeArea | None = None
+    project: ProjectName | None = None
+    personalized: bool = True
+    factual: bool | None = None
+    consents: Annotated[list[Sensitivity], Field(max_length=len(Sensitivity))] = []
+
+
+class RecallLine(WireModel):
+    """One returned record as retrieval presented it (``protocol.retrieval.block.Line``)."""
+
+    record_id: RecordId
+    text: str
+    content_type: str  # the core type, or the custom type's name
+    epistemic_state: EpistemicState
+    confidence: ConfidenceClass
+    conflict: bool
+    outdated: bool  # superseded: returned only beside its successor
+    current: bool  # the newer record of a supersedes pair
+    line: str  # the labelled line (quoted and dated only for said/verified)
+    score: float  # the ranking score (0 for a companion pulled in by another line)
+    pulled_in_by: RecordId | None = None  # the line that brought this one along
+    relation: Relation | None = None  # why a related record was brought along
+
+
+class RecallAnswer(WireModel):
+    """The lines in order and the marked data block made from them (sealed in transit)."""
+
+    lines: list[RecallLine]
+    block: str  # the memory block for a model: data, never instruction
+    scope: Literal["cloud"] = "cloud"  # searched: the whole space, not a device subset
+    factual: bool  # whether the opinion filter treated the query as factual
+
+
+class RecallResponse(Envelope):
+    """A ``RecallAnswer`` (JSON) sealed to the asking device's X25519 public key, as a
+    libsodium sealed box: like pulled content, an answer is readable only with the
+    device's private key, so a stolen credential alone reads no memory."""
+
+    sealed_answer: B64Bytes

@@ -265,6 +265,58 @@ def _append_only(conn: Connection, tables: tuple[str, ...]) -> None:
                 conn.exec_driver_sql(statement)
 
 
+# Migration 4: the retrieval indexes (derived data; see ``cloud.store.search``). The
+# lexical index is dialect-specific: PostgreSQL keeps a tsvector with a GIN index in
+# ``record_search`` itself; SQLite keeps the terms in an FTS5 table and ``record_search``
+# names each record's FTS row. Both hold blinded terms only (``protocol.retrieval.lexical``).
+_V4_COMMON = """
+ALTER TABLE spaces ADD COLUMN search_generation {bigint} NOT NULL DEFAULT 0;
+CREATE INDEX records_superseded_by ON records(space_id, superseded_by);
+CREATE TABLE record_vectors (
+    space_id TEXT NOT NULL,
+    record_id TEXT NOT NULL,
+    version INTEGER NOT NULL,
+    model_id TEXT NOT NULL,
+    sealed {blob} NOT NULL,
+    PRIMARY KEY (space_id, record_id),
+    FOREIGN KEY (space_id, record_id) REFERENCES records(space_id, record_id)
+)
+"""
+
+_V4_SQLITE = """
+CREATE TABLE record_search (
+    space_id TEXT NOT NULL,
+    record_id TEXT NOT NULL,
+    version INTEGER NOT NULL,
+    fts_rowid INTEGER NOT NULL UNIQUE,
+    PRIMARY KEY (space_id, record_id),
+    FOREIGN KEY (space_id, record_id) REFERENCES records(space_id, record_id)
+);
+CREATE VIRTUAL TABLE record_fts USING fts5(
+    space_id UNINDEXED, record_id UNINDEXED, terms, tokenize = 'unicode61'
+)
+"""
+
+_V4_POSTGRESQL = """
+CREATE TABLE record_search (
+    space_id TEXT NOT NULL,
+    record_id TEXT NOT NULL,
+    version INTEGER NOT NULL,
+    terms TSVECTOR NOT NULL,
+    PRIMARY KEY (space_id, record_id),
+    FOREIGN KEY (space_id, record_id) REFERENCES records(space_id, record_id)
+);
+CREATE INDEX record_search_terms ON record_search USING GIN (terms)
+"""
+
+
+def _v4_search(conn: Connection) -> None:
+    dialect = conn.dialect.name
+    own = _V4_SQLITE if dialect == "sqlite" else _V4_POSTGRESQL
+    for statement in _split(_V4_COMMON.format(**_TYPES[dialect]) + ";\n" + own):
+        conn.exec_driver_sql(statement)
+
+
 @dataclass(frozen=True)
 class Migration:
     version: int
@@ -276,6 +328,7 @@ MIGRATIONS: tuple[Migration, ...] = (
     Migration(1, "tables", _v1),
     Migration(2, "append_only_content", _v2_append_only),
     Migration(3, "memory_record", _v3_memory_record),
+    Migration(4, "search_indexes", _v4_search),
 )
 
 _CREATE_MIGRATIONS = {

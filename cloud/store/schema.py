@@ -76,6 +76,8 @@ spaces = Table(
     Column("created_at", UtcDateTime, nullable=False),
     Column("next_seq", BigInteger, nullable=False),
     Column("account_key", LargeBinary),  # Ed25519 verify key for strong authentication
+    # bumped by every write to the space's search indexes (cache key of the vector matrix)
+    Column("search_generation", BigInteger, nullable=False, server_default="0"),
 )
 
 enrollment_codes = Table(
@@ -254,6 +256,37 @@ projects = Table(
     Column("updated_at", UtcDateTime, nullable=False),
     Column("seq", BigInteger, nullable=False),
 )
+
+# The retrieval indexes (migration 4): derived data, deleted when a record is forgotten.
+# ``record_search`` says which version of a record the lexical index holds; its terms
+# live in a dialect-specific column (``DIALECT_COLUMNS``): a tsvector on PostgreSQL, or
+# the rowid of the record's row in the FTS5 table ``record_fts`` on SQLite.
+record_search = Table(
+    "record_search",
+    metadata,
+    Column("space_id", Text, primary_key=True),
+    Column("record_id", Text, primary_key=True),
+    Column("version", Integer, nullable=False),
+)
+
+record_vectors = Table(
+    "record_vectors",
+    metadata,
+    Column("space_id", Text, primary_key=True),
+    Column("record_id", Text, primary_key=True),
+    Column("version", Integer, nullable=False),
+    Column("model_id", Text, nullable=False),
+    # protocol.retrieval.vectors.pack() sealed with the version's data key (kind "vector")
+    Column("sealed", LargeBinary, nullable=False),
+)
+
+# Columns a table has on one dialect only (the lexical index's own representation).
+DIALECT_COLUMNS: dict[str, dict[str, frozenset[str]]] = {
+    "sqlite": {"record_search": frozenset({"fts_rowid"})},
+    "postgresql": {"record_search": frozenset({"terms"})},
+}
+# Tables outside ``metadata`` (SQLite's FTS5 table and the shadow tables it owns).
+SQLITE_FTS_TABLE = "record_fts"
 
 CONTENT_TABLES = ("record_versions", "episodes", "artifacts")
 APPEND_ONLY_TABLES = (*CONTENT_TABLES, "record_events")

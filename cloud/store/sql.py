@@ -45,6 +45,7 @@ from cloud.store.base import (
     VersionRow,
 )
 from cloud.store.migrations import LEGACY_EPISTEMIC_PLACEHOLDER, migrate
+from cloud.store.search import SearchQueries
 from cloud.store.sql_memory import MemoryQueries, chunks
 
 _chunks = chunks
@@ -77,7 +78,12 @@ def make_engine(url: str) -> Engine:
             cursor.execute("PRAGMA foreign_keys=ON")
             cursor.execute("PRAGMA synchronous=FULL")
             cursor.execute("PRAGMA busy_timeout=30000")
+            # deleted index rows (a forgotten record's blinded terms) are zeroed on disk
+            cursor.execute("PRAGMA secure_delete=ON")
+            on = cursor.execute("PRAGMA secure_delete").fetchone()[0]
             cursor.close()
+            if on != 1:
+                raise StoreError(f"{database}: this SQLite build refuses PRAGMA secure_delete=ON")
 
         @event.listens_for(engine, "begin")
         def _on_begin(conn: Connection) -> None:
@@ -125,12 +131,33 @@ class SqlStore:
                             yield value
                         elif isinstance(value, memoryview | bytearray):
                             yield bytes(value)
+            # the lexical index's own column / table (blinded terms)
+            if self.dialect == "postgresql":
+                extra = "SELECT terms::text FROM record_search"
+            else:
+                extra = f"SELECT space_id, record_id, terms FROM {t.SQLITE_FTS_TABLE}"
+            for row in conn.exec_driver_sql(extra):
+                yield from (str(value) for value in row)
+
+    def checkpoint(self) -> bool:
+        """SQLite: copy the WAL into the file and truncate it, so rows deleted with
+        ``secure_delete`` leave no copy in the WAL. True when done (or on PostgreSQL)."""
+        if self.dialect != "sqlite":
+            return True
+        raw = self._engine.raw_connection()  # outside any transaction (autocommit driver)
+        try:
+            cursor = raw.cursor()
+            busy = cursor.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchone()
+            cursor.close()
+        finally:
+            raw.close()
+        return busy is not None and busy[0] == 0
 
     def close(self) -> None:
         self._engine.dispose()
 
 
-class SqlSession(MemoryQueries):
+class SqlSession(MemoryQueries, SearchQueries):
     """One transaction. Every method is scoped to the space it is handed."""
 
     def __init__(self, conn: Connection) -> None:

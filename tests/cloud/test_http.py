@@ -10,7 +10,8 @@ from typing import Any
 
 import pytest
 from fastapi.testclient import TestClient
-from nacl.public import PrivateKey
+from nacl.exceptions import CryptoError
+from nacl.public import PrivateKey, SealedBox
 
 from cloud.app import create_app
 from cloud.config import CloudConfig
@@ -47,7 +48,19 @@ def _enroll(client: TestClient, user: str, device: str = "phone") -> dict[str, A
     assert r.status_code == 200, r.text
     body: dict[str, Any] = r.json()
     body["headers"] = {"Authorization": f"Bearer {body['credential']}"}
+    body["private_key"] = key
     return body
+
+
+def _answer(r: Any, device: dict[str, Any]) -> dict[str, Any]:
+    """Open a recall answer sealed to the device's key; it must not open with another."""
+    assert r.status_code == 200, r.text
+    assert set(r.json()) == {"protocol_version", "sealed_answer"}
+    sealed = base64.b64decode(r.json()["sealed_answer"])
+    with pytest.raises(CryptoError):
+        SealedBox(PrivateKey.generate()).decrypt(sealed)
+    opened: dict[str, Any] = json.loads(SealedBox(device["private_key"]).decrypt(sealed))
+    return opened
 
 
 def _error(r: Any, status: int, code: str) -> str:
@@ -130,11 +143,56 @@ def test_unauthorized(client: TestClient, headers: dict[str, str]) -> None:
         ("post", "/v1/push"),
         ("post", "/v1/pull"),
         ("post", "/v1/ack"),
+        ("post", "/v1/recall"),
         ("get", "/v1/forgets/pending"),
         ("get", "/v1/records/rec_aaaaaaaa01"),
     ]:
         r = client.request(method, path, headers=headers, json={"protocol_version": 1})
         _error(r, 401, "unauthorized")
+
+
+def test_recall_over_http_answers_the_callers_space_only(client: TestClient, ops: Ops) -> None:
+    alice = _enroll(client, "alice")
+    bob = _enroll(client, "bob")
+    for who, n in ((alice, 1), (bob, 2)):
+        episode, record = f"ep_aaaaaaaa0{n}", f"rec_aaaaaaaa0{n}"
+        r = client.post(
+            "/v1/push",
+            headers=who["headers"],
+            json={
+                "protocol_version": 1,
+                "ops": [ops.episode(episode, TYPED), ops.remember(record, SENTENCE, [episode])],
+            },
+        )
+        assert r.status_code == 200, r.text
+    body = {"protocol_version": 1, "query": "What is my favorite number?"}
+    r = client.post("/v1/recall", headers=alice["headers"], json=body)
+    answer = _answer(r, alice)
+    assert set(answer) == {"lines", "block", "scope", "factual"}
+    assert SENTENCE.encode() not in r.content  # the answer travels sealed
+    assert answer["scope"] == "cloud" and answer["factual"] is False
+    assert [line["record_id"] for line in answer["lines"]] == ["rec_aaaaaaaa01"]
+    line = answer["lines"][0]
+    assert line["text"] == SENTENCE and line["epistemic_state"] == "said"
+    assert line["confidence"] == "You told me" and SENTENCE in answer["block"]
+    off = _answer(
+        client.post("/v1/recall", headers=alice["headers"], json={**body, "personalized": False}),
+        alice,
+    )
+    assert off["lines"] == [] and off["block"] == ""
+    for bad, field in [
+        ({**body, "query": ""}, "query"),
+        ({**body, "query": "x" * 4001}, "query"),
+        ({**body, "limit": 0}, "limit"),
+        ({**body, "limit": 51}, "limit"),
+        ({**body, "area": "moon"}, "area"),
+        ({**body, "consents": ["gossip"]}, "consents"),
+        ({**body, "surprise": 1}, "surprise"),
+    ]:
+        message = _error(
+            client.post("/v1/recall", headers=alice["headers"], json=bad), 400, "malformed_request"
+        )
+        assert field in message
 
 
 def test_another_spaces_record_is_not_found_like_a_missing_one(
@@ -177,7 +235,7 @@ def test_unsupported_protocol_version_is_refused_by_its_version(
     client: TestClient, body: dict[str, Any]
 ) -> None:
     me = _enroll(client, "alice")
-    for path in ("/v1/push", "/v1/pull", "/v1/ack"):
+    for path in ("/v1/push", "/v1/pull", "/v1/ack", "/v1/recall"):
         message = _error(
             client.post(path, headers=me["headers"], json=body),
             400,

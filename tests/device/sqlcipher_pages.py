@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import hashlib
 from pathlib import Path
+from typing import Any
 
 from cryptography.hazmat.primitives.ciphers import Cipher, algorithms, modes
 
@@ -54,3 +55,18 @@ def decrypted_pages(db_path: Path, passphrase: str) -> list[bytes]:
 
 def plaintext_contains(db_path: Path, passphrase: str, needle: bytes) -> bool:
     return any(needle in page for page in decrypted_pages(db_path, passphrase))
+
+
+def index_needles(db: Any, text: str, record_ids: list[str]) -> list[bytes]:
+    """What the search indexes hold for a text and records: each blinded term's tail
+    (FTS5 stores a term after the prefix it shares with its neighbour) and the vectors."""
+    from device import search
+    from protocol.retrieval import lexical
+
+    key = search.search_key(db)
+    out = [lexical.blind(t, key)[3:].encode() for t in lexical.terms(text)]
+    for record_id in record_ids:
+        row = db.one("SELECT vector FROM record_vectors WHERE record_id = ?", (record_id,))
+        assert row is not None, f"record {record_id} has no vector"
+        out.append(bytes(row[0]))
+    return out

@@ -13,8 +13,10 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from device import search, store
 from device.agent import DeviceAgent
 from device.errors import InvalidOperation, Refused
+from protocol.retrieval import lexical
 from tests.device.conftest import PASSPHRASE, MakeAgent, TickingClock, seeded
 from tests.device.sqlcipher_pages import decrypted_pages
 
@@ -24,8 +26,9 @@ TYPED = "My favorite number is not 1729. I grew up in Duluth."
 def snapshot(agent: DeviceAgent) -> dict[str, Any]:
     db = agent._debug_db()
     tables = [
-        "records", "record_versions", "episodes", "data_keys", "recall_words", "op_queue",
-        "receipts", "forgotten_episodes", "shred_permits",
+        "records", "record_versions", "episodes", "data_keys", "record_search",
+        "record_vectors", "search_state", "op_queue", "receipts", "forgotten_episodes",
+        "shred_permits",
     ]  # fmt: skip
     return {t: [tuple(r) for r in db.all(f"SELECT * FROM {t} ORDER BY 1")] for t in tables}
 
@@ -100,7 +103,9 @@ def test_recall_by_word_with_dated_quote(make_agent: MakeAgent) -> None:
         'On 2026-03-01 you wrote: "I grew up in Duluth."  [personal_fact | said | You told me]'
     )
     assert agent.recall("nothing matches this") == []
-    assert len(agent.recall("the I", limit=1)) == 1
+    assert agent.recall("the I") == []  # stop words alone match nothing
+    both = "Duluth Biscuit"
+    assert len(agent.recall(both, limit=2)) == 2 and len(agent.recall(both, limit=1)) == 1
 
 
 def test_recall_rechecks_authoritative_state(make_agent: MakeAgent) -> None:
@@ -108,11 +113,22 @@ def test_recall_rechecks_authoritative_state(make_agent: MakeAgent) -> None:
     agent.say(TYPED, "conv-1")
     record = agent.remember("I grew up in Duluth.", "conv-1").record_id
     assert agent.recall("duluth")
-    agent.forget_permanently(record)
     db = agent._debug_db()
-    with db.atomic():  # a stale index row left behind by some bug
-        db.execute("INSERT INTO recall_words (record_id, word) VALUES (?, 'duluth')", (record,))
-    assert agent.recall("duluth") == []
+    content = store.open_version(db, store.version_row(db, record, 1))
+    vector = db.one("SELECT * FROM record_vectors WHERE record_id = ?", (record,))
+    agent.forget_permanently(record)
+    assert db.one("SELECT 1 FROM record_vectors WHERE record_id = ?", (record,)) is None
+    with db.atomic():  # stale index rows left behind by some bug: both indexes propose it
+        rowid = db.one("SELECT rowid FROM records WHERE record_id = ?", (record,))[0]
+        db.execute(
+            "INSERT INTO record_fts (rowid, terms) VALUES (?, ?)",
+            (rowid, search.document_for(content, search.search_key(db))),
+        )
+        db.execute("INSERT INTO record_vectors VALUES (?, ?, ?, ?)", tuple(vector))
+        db.execute("UPDATE search_state SET generation = generation + 1")
+    assert record in search.lexical_hits(db, "Where did I grow up in Duluth?")
+    assert record in search.vector_hits(db, "Where did I grow up in Duluth?")
+    assert agent.recall("Where did I grow up in Duluth?") == []
     # and a record the cloud refused is not recalled either
     agent.say("I like tea.", "conv-2")
     tea = agent.remember("I like tea.", "conv-2").record_id
@@ -130,9 +146,15 @@ def test_forget_shreds_keys_text_and_queued_ops(make_agent: MakeAgent) -> None:
     other = agent.remember("Keep this other one.", "conv-1").record_id
     deks = agent.data_keys_for(record)
     assert len(deks) == 2  # the version's key and its source episode's key
+    db = agent._debug_db()
+    key = search.search_key(db)
+    # derived data: the blinded index terms (FTS5 stores a term after the prefix it
+    # shares with the previous one, so look for its tail) and the stored vector
+    derived = [lexical.blind(t, key)[3:].encode() for t in lexical.terms("grew Duluth")]
+    derived.append(db.one("SELECT vector FROM record_vectors WHERE record_id = ?", (record,))[0])
     pages = decrypted_pages(agent.db_path, PASSPHRASE)
-    assert all(any(d in p for p in pages) for d in deks)  # positive control
-    assert any(b"duluth" in p for p in pages)
+    for secret in [*deks, *derived]:  # positive control
+        assert any(secret in p for p in pages), secret
 
     result = agent.forget_permanently(record)
 
@@ -150,8 +172,9 @@ def test_forget_shreds_keys_text_and_queued_ops(make_agent: MakeAgent) -> None:
     ]
     assert agent.db_path.with_name("device.db-wal").stat().st_size == 0  # checkpointed
     pages = decrypted_pages(agent.db_path, PASSPHRASE)
-    for secret in [*deks, b"duluth", b"Duluth", b"1729"]:
+    for secret in [*deks, *derived, b"duluth", b"Duluth", b"1729"]:
         assert not any(secret in p for p in pages), secret
+    assert db.one("SELECT count(*) FROM record_search WHERE record_id = ?", (record,))[0] == 0
     with pytest.raises(Refused, match="permanently forgotten") as caught:
         agent.forget_permanently(record)
     assert caught.value.code == "forgotten"

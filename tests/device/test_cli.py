@@ -136,3 +136,25 @@ def test_cli_temporary_and_mass_forget(
     monkeypatch.setattr("builtins.input", lambda prompt: "no")
     code, _, err = run(capsys, "forget", "--area", "health")
     assert code == 2 and "not confirmed; all memory in health was not changed" in err
+
+
+def test_cli_recall_json_and_block_offline(env: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    run(capsys, "init", "--name", "phone")
+    run(capsys, "say", "I grew up in Duluth. I think tea is overrated.", "--conversation", "c1")
+    run(capsys, "remember", "I grew up in Duluth.", "--conversation", "c1")
+    run(
+        capsys, "remember", "I think tea is overrated.", "--conversation", "c1", "--type", "opinion"
+    )
+    code, out, _ = run(capsys, "recall", "Where did I grow up?", "--json")
+    answer = json.loads(out)
+    assert code == 0 and answer["scope"] == "device" and not answer["factual"]
+    assert "only what this device holds" in answer["note"]
+    [hit] = answer["hits"]
+    assert hit["text"] == "I grew up in Duluth." and hit["epistemic_state"] == "said"
+    assert answer["block"].startswith("<memory-data id=") and hit["line"] in answer["block"]
+    code, out, _ = run(capsys, "recall", "Is tea overrated?", "--json")
+    assert json.loads(out)["factual"] and json.loads(out)["hits"] == []
+    code, out, _ = run(capsys, "recall", "Is tea overrated?", "--personal", "--block")
+    assert out.startswith("<memory-data id=") and "overrated" in out
+    code, out, _ = run(capsys, "recall", "Where did I grow up?", "--no-personalization")
+    assert "Nothing found." in out

@@ -15,7 +15,7 @@ from protocol.model import ArtifactKind, Initiator, LifeArea
 from protocol.operations import EffectKind, ForgetArea, ForgetPermanently
 from tests.device.conftest import PASSPHRASE, MakeAgent
 from tests.device.fake_cloud import FakeCloud
-from tests.device.sqlcipher_pages import decrypted_pages
+from tests.device.sqlcipher_pages import decrypted_pages, index_needles
 from tests.device.test_memory_ops import T0, observed, refused, told
 
 ACCOUNT = "the account passphrase, long enough"
@@ -38,9 +38,9 @@ def test_forget_cascade_shreds_derived_records_and_artifacts(make_agent: MakeAge
         *agent.data_keys_for_artifact(artifact.artifact_id),
     ]
     assert len(deks) == 5  # root v1 + its episode, derived v1 + its episode, artifact
+    needles = index_needles(agent._debug_db(), "Visits Zorbleton", [root, derived])
     pages = decrypted_pages(agent.db_path, PASSPHRASE)
-    assert all(any(d in p for p in pages) for d in deks)  # positive control
-    assert any(b"zorbleton" in p for p in pages)
+    assert all(any(d in p for p in pages) for d in [*deks, *needles])  # positive control
 
     result = agent.forget_permanently(root)
 
@@ -52,7 +52,7 @@ def test_forget_cascade_shreds_derived_records_and_artifacts(make_agent: MakeAge
     assert views[root].is_skeleton and views[derived].is_skeleton
     assert views[other].text == "I like tea."
     pages = decrypted_pages(agent.db_path, PASSPHRASE)
-    for secret in [*deks, b"Zorbleton", b"zorbleton", b"Quuxville", b"Duluth", b"duluth"]:
+    for secret in [*deks, *needles, b"Zorbleton", b"zorbleton", b"Quuxville", b"Duluth", b"duluth"]:
         assert not any(secret in p for p in pages), secret
     queued = agent._debug_db().all("SELECT kind FROM op_queue ORDER BY seq")
     assert [q["kind"] for q in queued] == [

@@ -1,5 +1,6 @@
-"""A database written by the walking skeleton (migration 1 only) opens under migration
-2: its queue survives and still pushes, and its records join the subject index."""
+"""A database written by the walking skeleton (migration 1 only) opens under migrations
+2 and 3: its queue survives and still pushes, its records join the subject index, and
+its word table gives way to the search indexes, filled when the agent opens."""
 
 from __future__ import annotations
 
@@ -55,7 +56,10 @@ def skeleton_database(directory: Path) -> tuple[str, str]:
             db, record_id=record, version=1, supersedes=None, epistemic_state="said",
             recorded_at=AT, bound_space=space, key_id=item.key_id, sealed=item.sealed,
         )  # fmt: skip
-        store.index_words(db, record, TYPED)
+        db.executemany(  # migration 1's word index
+            "INSERT INTO recall_words (record_id, word) VALUES (?, ?)",
+            [(record, w) for w in ("i", "drink", "my", "coffee", "iced")],
+        )
         old_ops: list[tuple[str, str | None, str | None, dict[str, Any]]] = [
             ("add_episode", None, episode, {"episode_id": episode, "conversation_id": "c1",
                                              "typed_at": AT}),
@@ -84,14 +88,22 @@ def test_skeleton_database_migrates_and_keeps_its_queue(tmp_path: Path) -> None:
         clock=TickingClock(),
         random_bytes=seeded(3),
     )
-    assert applied(agent._debug_db()) == [1, 2]
+    db = agent._debug_db()
+    assert applied(db) == [1, 2, 3]
+    assert not db.all("SELECT name FROM sqlite_master WHERE name = 'recall_words'")
     assert agent.pending_ops() == 2
+    # migration 3's indexes were filled when the agent opened: found by meaning
+    assert [h.record_id for h in agent.recall("How do I take my coffee?")] == [record]
     [view] = agent.what_do_you_know()
     assert (view.record_id, view.text, view.confidence) == (record, TYPED, "You told me")
     # the backfilled subject index lets a newer statement on the subject win
     agent.say("I drink my coffee hot now.", "c2")
     hot = agent.remember("I drink my coffee hot now.", "c2").record_id
-    assert [h.record_id for h in agent.recall("coffee")] == [hot]
+    hits = agent.recall("coffee")
+    assert [(h.record_id, h.current, h.outdated) for h in hits] == [
+        (hot, True, False),
+        (record, False, True),
+    ]
     # the skeleton's queued ops (no initiated_by) still push and apply
     agent.enroll(cloud.new_code())
     report = agent.sync()

@@ -36,7 +36,14 @@ def test_newer_statement_on_same_subject_wins_without_correct(make_agent: MakeAg
     agent = make_agent()
     iced = told(agent, "I drink my coffee iced.")
     hot = told(agent, "I drink my coffee hot now.", "c2")
-    assert texts(agent.recall("how do I drink my coffee")) == ["I drink my coffee hot now."]
+    # the newer statement is current; what it replaced comes back beside it, outdated
+    hits = agent.recall("how do I drink my coffee")
+    assert [(h.text, h.current, h.outdated) for h in hits] == [
+        ("I drink my coffee hot now.", True, False),
+        ("I drink my coffee iced.", False, True),
+    ]
+    assert "CURRENT" in hits[0].line and "OUTDATED" in hits[1].line
+    assert hits[1].pulled_in_by == hot
     views = {v.record_id: v for v in agent.what_do_you_know()}
     assert views[iced].superseded_by == hot and views[iced].lifecycle == "active"
     assert "OUTDATED: you said something newer" in (views[iced].line or "")
@@ -125,6 +132,7 @@ def test_confidence_class_in_every_line(make_agent: MakeAgent) -> None:
         observed(episode, "Green tea may be for a guest.", EpistemicState.HYPOTHESIS),
     )
     lines = {h.text: h.line for h in agent.recall("green tea")}
+    lines.update({h.text: h.line for h in agent.recall("Is the green tea for a guest?")})
     assert lines["I like green tea."].endswith("[personal_fact | said | You told me]")
     assert lines["Likes green tea in the evening."] == (
         "[inferred, not your words] Likes green tea in the evening.  "

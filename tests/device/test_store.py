@@ -21,7 +21,7 @@ from device.errors import (
 )
 from device.migrations import MIGRATIONS, Migration, applied, migrate
 from tests.device.conftest import PASSPHRASE, MakeAgent, TickingClock, seeded
-from tests.device.sqlcipher_pages import plaintext_contains
+from tests.device.sqlcipher_pages import index_needles, plaintext_contains
 
 SENTENCE = "My locker combination is Xylophone-4471."
 DEVICE_DIR = Path(__file__).resolve().parents[2] / "device"
@@ -49,10 +49,13 @@ def test_file_is_sqlcipher_and_holds_no_plaintext(make_agent: MakeAgent) -> None
         assert b"Xylophone" not in blob
         assert b"xylophone" not in blob
         assert b"CREATE TABLE" not in blob
-    # Positive control: decrypting the pages finds the schema and the derived recall word,
-    # so the scan above would have seen plaintext had it been there.
+    # Positive control: decrypting the pages finds the schema and the blinded index
+    # term, so the scan above would have seen plaintext had it been there ...
     assert plaintext_contains(agent.db_path, PASSPHRASE, b"CREATE TABLE")
-    assert plaintext_contains(agent.db_path, PASSPHRASE, b"xylophone")
+    [needle, *_] = index_needles(agent._debug_db(), "xylophone", [])
+    assert plaintext_contains(agent.db_path, PASSPHRASE, needle)
+    # ... and even decrypted, the store holds the word only sealed, never in the clear.
+    assert not plaintext_contains(agent.db_path, PASSPHRASE, b"xylophone")
 
 
 def test_wrong_passphrase_is_refused_and_file_unchanged(make_agent: MakeAgent) -> None:
@@ -118,7 +121,11 @@ def test_migrations_recorded_and_idempotent(make_agent: MakeAgent) -> None:
     agent = make_agent()
     db = agent._debug_db()
     rows = db.all("SELECT id, name, applied_at FROM schema_migrations")
-    assert [tuple(r)[:2] for r in rows] == [(1, "initial schema"), (2, "full memory record")]
+    assert [tuple(r)[:2] for r in rows] == [
+        (1, "initial schema"),
+        (2, "full memory record"),
+        (3, "retrieval indexes"),
+    ]
     agent.close()
     again = DeviceAgent.open(agent.directory, PASSPHRASE, clock=TickingClock())
     rows2 = again._debug_db().all("SELECT id, name, applied_at FROM schema_migrations")
@@ -128,15 +135,15 @@ def test_migrations_recorded_and_idempotent(make_agent: MakeAgent) -> None:
 
 def test_new_migration_runs_once_in_one_transaction(tmp_path: Path) -> None:
     db = Database.create(tmp_path / "device.db", PASSPHRASE)
-    assert migrate(db, "t0") == [1, 2]
-    extra = (*MIGRATIONS, Migration(3, "extra", ("CREATE TABLE extra (x)",)))
-    assert migrate(db, "t1", extra) == [3]
+    assert migrate(db, "t0") == [1, 2, 3]
+    extra = (*MIGRATIONS, Migration(4, "extra", ("CREATE TABLE extra (x)",)))
+    assert migrate(db, "t1", extra) == [4]
     assert migrate(db, "t2", extra) == []
-    assert applied(db) == [1, 2, 3]
-    broken = (*extra, Migration(4, "broken", ("CREATE TABLE half (x)", "NOT SQL AT ALL")))
-    with pytest.raises(MigrationFailed, match=r"migration 4 \(broken\)"):
+    assert applied(db) == [1, 2, 3, 4]
+    broken = (*extra, Migration(5, "broken", ("CREATE TABLE half (x)", "NOT SQL AT ALL")))
+    with pytest.raises(MigrationFailed, match=r"migration 5 \(broken\)"):
         migrate(db, "t3", broken)
-    assert applied(db) == [1, 2, 3]
+    assert applied(db) == [1, 2, 3, 4]
     assert db.one("SELECT 1 FROM sqlite_master WHERE name = 'half'") is None
     db.close()
 
@@ -208,7 +215,7 @@ def test_delete_without_shred_permit_is_refused(make_agent: MakeAgent) -> None:
     assert len(agent.data_keys_for(record)) == 2
 
 
-PROTECTED = r"(record_versions|episodes|data_keys|recall_words|shred_permits|forgotten_episodes)"
+PROTECTED = r"(record_versions|episodes|data_keys|shred_permits|forgotten_episodes)"
 FORBIDDEN = re.compile(
     rf"\b(UPDATE\s+{PROTECTED}\b|DELETE\s+FROM\s+{PROTECTED}\b|INSERT[\w\s]*INTO\s+shred_permits)",
     re.IGNORECASE,

@@ -96,8 +96,9 @@ def test_newer_statement_wins_without_an_explicit_correction(pair) -> None:  # t
     phone.agent.sync()
     for handle in (phone, laptop):
         lines = _lines(handle, "coffee")
-        assert lines and "hot now" in lines[0]
-        assert not any("iced" in line for line in lines)
+        # the newer record is current; the one it replaced comes back beside it, outdated
+        assert len(lines) == 2 and "hot now" in lines[0] and "CURRENT" in lines[0]
+        assert "iced" in lines[1] and "OUTDATED: you said something newer" in lines[1]
         known = {v.text: v for v in handle.agent.what_do_you_know() if v.text}
         assert known["I drink my coffee iced."].superseded_by_record is not None
 

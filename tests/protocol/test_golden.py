@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 from pydantic import BaseModel, ValidationError
 
+from protocol.confidence import ConfidenceClass
 from protocol.messages import (
     AccountKeyRequest,
     AccountKeyResponse,
@@ -34,6 +35,10 @@ from protocol.messages import (
     PullResponse,
     PushRequest,
     PushResponse,
+    RecallAnswer,
+    RecallLine,
+    RecallRequest,
+    RecallResponse,
     RecordStateChange,
     RecordVersionChange,
 )
@@ -48,6 +53,7 @@ from protocol.model import (
     LifecycleState,
     Observation,
     RecordContent,
+    Sensitivity,
     SourceKind,
     TimeKind,
     UsageRestriction,
@@ -71,6 +77,7 @@ from protocol.operations import (
     SetProject,
     UseAgain,
 )
+from protocol.retrieval.task import Relation
 
 GOLDEN = Path(__file__).resolve().parent.parent / "golden" / "v1"
 AT = datetime(2026, 9, 21, 8, 30, tzinfo=UTC)
@@ -253,6 +260,51 @@ EXAMPLES: dict[str, BaseModel] = {
                 pending=[PendingDevice(device_id=DEV, device_name="phone")],
             )
         ]
+    ),
+    "recall_request": RecallRequest(
+        query="Where did I grow up?",
+        limit=3,
+        area=LifeArea.TRAVEL,
+        project="Renovation",
+        personalized=True,
+        factual=False,
+        consents=[Sensitivity.HEALTH],
+    ),
+    "recall_response": RecallResponse(sealed_answer=b"\x00sealed box: 48-byte overhead\xff"),
+    "recall_answer": RecallAnswer(
+        lines=[
+            RecallLine(
+                record_id=REC,
+                text="I grew up in Duluth.",
+                content_type="hometown",
+                epistemic_state=EpistemicState.SAID,
+                confidence=ConfidenceClass.YOU_TOLD_ME,
+                conflict=True,
+                outdated=False,
+                current=True,
+                line='On 2026-09-21 you wrote: "I grew up in Duluth."  '
+                "[hometown | said | You told me | CONFLICT: another record disagrees]",
+                score=0.5868,
+            ),
+            RecallLine(
+                record_id="rec_eeeeeeeeeeeeeeee",
+                text="Lives near Lake Superior",
+                content_type="personal_fact",
+                epistemic_state=EpistemicState.INFERRED,
+                confidence=ConfidenceClass.I_THINK_SO,
+                conflict=True,
+                outdated=False,
+                current=False,
+                line="[inferred, not your words] Lives near Lake Superior  "
+                "[personal_fact | inferred | I think so | CONFLICT: another record disagrees]",
+                score=0.0,
+                pulled_in_by=REC,
+                relation=Relation.PERSON,
+            ),
+        ],
+        block="<memory-data id=0123456789abcdef>\n...\n</memory-data id=0123456789abcdef>",
+        scope="cloud",
+        factual=False,
     ),
     "error_body": ErrorBody(
         code=ErrorCode.UNSUPPORTED_PROTOCOL_VERSION,

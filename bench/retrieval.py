@@ -1,0 +1,214 @@
+"""Retrieval quality and speed, measured (``make bench``; ``--smoke`` shrinks it).
+
+Quality: the hand-written evaluation set in tests/data/retrieval_eval.json is loaded
+into a real device (say + remember each sentence, then the corrections), and every
+query runs through the pipeline three ways: lexical only, vector only, hybrid.
+recall@k and MRR are read from the ranked list (step 6); the smallest subset (step 7)
+is reported as its own recall and average size. Speed: retrieval latency p50/p95 on
+stores of growing size, and nothing here asserts a timing.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+import statistics
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from device import retrieval, search
+from device.agent import DeviceAgent
+from device.embedder import default_embedder
+from protocol.embedding import DIM
+from protocol.model import ContentType, LifeArea
+from protocol.retrieval.steps import (
+    opinion_filter,
+    policy_gate,
+    rank,
+    smallest_subset,
+    state_filter,
+    task_area,
+)
+from protocol.retrieval.steps import (
+    search as search_step,
+)
+
+EVAL_SET = Path(__file__).resolve().parent.parent / "tests" / "data" / "retrieval_eval.json"
+PASSPHRASE = "bench passphrase"
+MODES = {"lexical": (True, False), "vector": (False, True), "hybrid": (True, True)}
+
+
+def load_eval() -> dict[str, Any]:
+    return dict(json.loads(EVAL_SET.read_text()))
+
+
+def build_eval_device(folder: Path, data: dict[str, Any]) -> tuple[DeviceAgent, dict[str, str]]:
+    """A device holding every record of the set; returns key -> record id."""
+    agent = DeviceAgent.create(folder, PASSPHRASE, device_name="eval")
+    ids: dict[str, str] = {}
+    for i, r in enumerate(data["records"]):
+        conversation = f"eval{i}"
+        agent.say(r["text"], conversation)
+        ids[r["key"]] = agent.remember(
+            r["text"],
+            conversation,
+            content_type=ContentType(r["content_type"]),
+            life_areas=[LifeArea(a) for a in r["life_areas"]],
+        ).record_id
+    for i, r in enumerate(data["records"]):
+        if r.get("corrected_to"):
+            conversation = f"fix{i}"
+            agent.say(r["corrected_to"], conversation)
+            agent.correct(ids[r["key"]], r["corrected_to"], conversation)
+    return agent, ids
+
+
+def evaluate(agent: DeviceAgent, ids: dict[str, str], data: dict[str, Any]) -> dict[str, Any]:
+    db = agent._db  # the bench reads the device's own store, as the agent does
+    now = agent._now_dt()
+    out: dict[str, Any] = {}
+    for mode, (lexical, vector) in MODES.items():
+        r1 = r3 = rr = subset_hits = 0.0
+        subset_sizes = []
+        for q in data["queries"]:
+            task = retrieval.task_for(
+                q["query"],
+                now,
+                limit=10,
+                area=LifeArea(q["area"]) if q.get("area") else None,
+                factual=False,
+            )
+            candidates, hits = retrieval.gather(db, task, lexical=lexical, vector=vector)
+            ranked = rank(
+                search_step(
+                    opinion_filter(policy_gate(state_filter(task_area(task, candidates)))), hits
+                )
+            )
+            order = [h.record_id for h in ranked.scored]
+            relevant = {ids[k] for k in q["relevant"]}
+            first = next((i for i, rid in enumerate(order) if rid in relevant), None)
+            r1 += first is not None and first < 1
+            r3 += first is not None and first < 3
+            rr += 0.0 if first is None else 1.0 / (first + 1)
+            chosen = smallest_subset(ranked)
+            subset = {h.record_id for h in chosen.scored}
+            subset_hits += bool(subset & relevant)
+            subset_sizes.append(len(subset))
+        n = len(data["queries"])
+        out[mode] = {
+            "recall@1": r1 / n,
+            "recall@3": r3 / n,
+            "mrr": rr / n,
+            "subset_recall": subset_hits / n,
+            "subset_size": statistics.fmean(subset_sizes),
+        }
+    out["queries"] = len(data["queries"])
+    out["records"] = len(data["records"])
+    return out
+
+
+def quality(folder: Path, smoke: bool) -> dict[str, Any]:
+    data = load_eval()
+    if smoke:
+        queries = data["queries"][:20]
+        keep = {k for q in queries for k in q["relevant"]}
+        data = {"queries": queries, "records": [r for r in data["records"] if r["key"] in keep]}
+    agent, ids = build_eval_device(folder, data)
+    try:
+        return evaluate(agent, ids, data)
+    finally:
+        agent.close()
+
+
+# --- latency on big stores ----------------------------------------------------------
+
+WORDS = (
+    "garden bike trip north coffee sister office dentist flight train book piano recipe "
+    "marathon budget rent invoice doctor allergy vacation beach mountain cousin meeting "
+    "project deadline salary gym yoga painting guitar bakery market lisbon oslo duluth "
+    "kyoto lima tea soup pasta dog cat apartment car insurance tax class exam thesis"
+).split()
+
+
+def _sentence(rng: random.Random) -> str:
+    return "I " + " ".join(rng.choice(WORDS) for _ in range(rng.randint(5, 11))) + "."
+
+
+@contextmanager
+def _fast_vectors() -> Iterator[None]:
+    """Populate big stores with random unit vectors under the real model id: filling
+    100k records through the model would take most of the run, and latency depends on
+    the store's size, not on what the vectors say. Queries use the real model."""
+    embedder = default_embedder()
+    real = embedder.embed
+    rng = np.random.default_rng(7)
+
+    def fake(texts: Any) -> Any:
+        v = rng.standard_normal((len(texts), DIM)).astype(np.float32)
+        return v / np.linalg.norm(v, axis=1, keepdims=True)
+
+    object.__setattr__(embedder, "embed", fake)
+    try:
+        yield
+    finally:
+        object.__setattr__(embedder, "embed", real)
+
+
+def fill(agent: DeviceAgent, n: int, seed: int = 3, batch: int = 2000) -> None:
+    rng = random.Random(seed)
+    done = 0
+    with _fast_vectors():
+        while done < n:
+            with agent._db.atomic():  # one commit per batch (nested ops become savepoints)
+                for i in range(done, min(n, done + batch)):
+                    text = _sentence(rng)
+                    agent.say(text, f"f{i}")
+                    agent.remember(text, f"f{i}")
+            done = min(n, done + batch)
+
+
+def latency(folder: Path, sizes: list[int], queries: int) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    agent = DeviceAgent.create(folder, PASSPHRASE, device_name="latency")
+    rng = random.Random(11)
+    asked = [
+        "Where did my sister go on vacation?",
+        "What do I eat at the bakery?",
+        "When is the thesis deadline?",
+        "Which doctor treats my allergy?",
+    ]
+    try:
+        have = 0
+        for size in sizes:
+            fill(agent, size - have, seed=size)
+            have = size
+            search.forget_cache(agent._db)
+            start = time.perf_counter()
+            agent.recall("warm up the vector matrix")
+            cold = time.perf_counter() - start
+            times = []
+            for i in range(queries):
+                query = asked[i % len(asked)] if i % 2 else _sentence(rng)
+                start = time.perf_counter()
+                agent.recall(query)
+                times.append(time.perf_counter() - start)
+            times.sort()
+            out[str(size)] = {
+                "p50_ms": 1000 * times[len(times) // 2],
+                "p95_ms": 1000 * times[min(len(times) - 1, int(len(times) * 0.95))],
+                "cold_ms": 1000 * cold,
+                "db_mb": sum(
+                    p.stat().st_size
+                    for p in (agent._db.path, agent._db.path.with_name("device.db-wal"))
+                    if p.exists()
+                )
+                / 1e6,
+            }
+    finally:
+        agent.close()
+    return out

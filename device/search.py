@@ -1,0 +1,237 @@
+"""The device's search indexes: FTS5 over blinded stemmed terms, and int8 sentence
+vectors, both inside the SQLCipher database.
+
+Invariants:
+- The indexes hold a record's CURRENT readable version only; ``record_search`` and
+  ``record_vectors`` say which version that is, and a vector names the model that
+  made it. Vectors of any other model are never searched.
+- They are derived data: written in the transaction that writes the version, and
+  deleted by ``drop`` (called only by ``device.shred``) in the one that shreds it,
+  which also merges the FTS5 segments (``merge_if_needed``) before it commits.
+- An index only proposes ids with scores; ``device.retrieval`` re-reads each record's
+  authoritative state and the pipeline decides. Reading never writes.
+- The in-memory vector matrix is keyed by ``search_state.generation``, bumped by
+  every index write, so a query never reads a matrix that misses a change.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from device import store
+from device.db import Database
+from device.embedder import default_embedder
+from protocol.embedding import DIM
+from protocol.model import LifecycleState, RecordContent
+from protocol.retrieval import lexical, vectors
+from protocol.retrieval.relations import relation_of, relation_terms
+from protocol.retrieval.task import Relation
+
+LEXICAL_LIMIT = 50
+VECTOR_LIMIT = 50
+RELATED_LIMIT = 20
+FORGOTTEN = LifecycleState.FORGOTTEN.value
+
+
+def search_key(db: Database) -> bytes:
+    return bytes(db.one("SELECT search_key FROM search_state")[0])
+
+
+def generation(db: Database) -> int:
+    return int(db.one("SELECT generation FROM search_state")[0])
+
+
+def _bump(db: Database) -> None:
+    db.execute("UPDATE search_state SET generation = generation + 1")
+
+
+def _rowid(db: Database, record_id: str) -> int | None:
+    row = db.one("SELECT rowid FROM records WHERE record_id = ?", (record_id,))
+    return None if row is None else int(row[0])
+
+
+def _unindex(db: Database, record_id: str) -> None:
+    rowid = _rowid(db, record_id)
+    if rowid is not None and db.one(
+        "SELECT 1 FROM record_search WHERE record_id = ?", (record_id,)
+    ):
+        db.execute("DELETE FROM record_fts WHERE rowid = ?", (rowid,))
+    db.execute("DELETE FROM record_search WHERE record_id = ?", (record_id,))
+    db.execute("DELETE FROM record_vectors WHERE record_id = ?", (record_id,))
+
+
+def drop(db: Database, record_id: str) -> None:
+    """Delete every index row of a record (shredding; the caller holds the transaction
+    and calls ``merge_if_needed`` before it commits)."""
+    _unindex(db, record_id)
+    db.execute("UPDATE search_state SET needs_merge = 1")
+    _bump(db)
+
+
+def merge_if_needed(db: Database) -> None:
+    """Rewrite the FTS5 index as one segment if a record was dropped: a deleted entry
+    can otherwise survive inside an older segment until FTS5 happens to merge it."""
+    if db.one("SELECT needs_merge FROM search_state")[0]:
+        db.execute("INSERT INTO record_fts (record_fts) VALUES ('optimize')")
+        db.execute("UPDATE search_state SET needs_merge = 0")
+
+
+def document_for(content: RecordContent, key: bytes) -> str:
+    """The FTS document of a record: its blinded word and relation terms."""
+    plain = lexical.terms(content.text) + relation_terms(content)
+    return lexical.document(lexical.blind_all(plain, key))
+
+
+def index(db: Database, items: Sequence[tuple[str, int, RecordContent]]) -> None:
+    """(Re)index records at the given current versions, embedding them in one batch."""
+    if not items:
+        return
+    key = search_key(db)
+    embedder = default_embedder()
+    embedded = embedder.embed([content.text for _, _, content in items])
+    for (record_id, version, content), vector in zip(items, embedded, strict=True):
+        _unindex(db, record_id)
+        rowid = _rowid(db, record_id)
+        if rowid is None:
+            raise LookupError(f"record {record_id} has no row to index")
+        db.execute(
+            "INSERT INTO record_fts (rowid, terms) VALUES (?, ?)",
+            (rowid, document_for(content, key)),
+        )
+        db.execute(
+            "INSERT INTO record_search (record_id, version) VALUES (?, ?)", (record_id, version)
+        )
+        db.execute(
+            "INSERT INTO record_vectors (record_id, version, model_id, vector) VALUES (?, ?, ?, ?)",
+            (record_id, version, embedder.model_id, vectors.pack(vector)),
+        )
+    _bump(db)
+
+
+def stale(db: Database, record_ids: Iterable[str] | None = None) -> list[tuple[str, int]]:
+    """Records whose index does not hold their current version (or another model's vector)."""
+    model_id = default_embedder().model_id
+    sql = (
+        "SELECT r.record_id, r.current_version FROM records r "
+        "LEFT JOIN record_search s ON s.record_id = r.record_id "
+        "LEFT JOIN record_vectors v ON v.record_id = r.record_id "
+        "WHERE r.lifecycle != ? AND r.current_version IS NOT NULL AND ("
+        "s.version IS NULL OR s.version != r.current_version OR v.model_id IS NULL "
+        "OR v.model_id != ?)"
+    )
+    params: list[Any] = [FORGOTTEN, model_id]
+    if record_ids is not None:
+        wanted = sorted(set(record_ids))
+        if not wanted:
+            return []
+        sql += f" AND r.record_id IN ({','.join('?' for _ in wanted)})"
+        params.extend(wanted)
+    return [(row[0], int(row[1])) for row in db.all(sql + " ORDER BY r.record_id", params)]
+
+
+def catch_up(db: Database, record_ids: Iterable[str] | None = None) -> int:
+    """Index what is stale (all records, or the ones named); the caller holds the tx."""
+    items = []
+    for record_id, version in stale(db, record_ids):
+        row = store.version_row(db, record_id, version)
+        if row is None:
+            continue
+        try:
+            content = store.open_version(db, row)
+        except Exception:  # a version whose key is gone has nothing to index
+            _unindex(db, record_id)
+            continue
+        items.append((record_id, version, content))
+    index(db, items)
+    return len(items)
+
+
+# --- reading -----------------------------------------------------------------------
+
+
+def lexical_hits(db: Database, query: str, limit: int = LEXICAL_LIMIT) -> dict[str, float]:
+    """Record ids whose current version shares a stemmed term with the query, bm25-scored."""
+    plain = lexical.terms(query)
+    if not plain:
+        return {}
+    match = lexical.any_of(lexical.blind_all(plain, search_key(db)))
+    rows = db.all(
+        "SELECT r.record_id, -bm25(record_fts) FROM record_fts "
+        "JOIN records r ON r.rowid = record_fts.rowid "
+        "WHERE record_fts MATCH ? ORDER BY bm25(record_fts), r.record_id LIMIT ?",
+        (match, limit),
+    )
+    return {row[0]: float(row[1]) for row in rows}
+
+
+@dataclass(frozen=True, slots=True)
+class _Matrix:
+    path: str
+    generation: int
+    model_id: str
+    ids: tuple[str, ...]
+    matrix: vectors.Packed
+
+
+_CACHE: dict[str, _Matrix] = {}
+
+
+def _matrix(db: Database) -> _Matrix:
+    model_id = default_embedder().model_id
+    gen = generation(db)
+    key = str(db.path)
+    cached = _CACHE.get(key)
+    if cached is not None and cached.generation == gen and cached.model_id == model_id:
+        return cached
+    rows = db.all(
+        "SELECT record_id, vector FROM record_vectors WHERE model_id = ? ORDER BY record_id",
+        (model_id,),
+    )
+    dim = DIM
+    built = _Matrix(
+        key,
+        gen,
+        model_id,
+        tuple(r[0] for r in rows),
+        vectors.stack([bytes(r[1]) for r in rows], dim),
+    )
+    _CACHE[key] = built
+    return built
+
+
+def forget_cache(db: Database) -> None:
+    _CACHE.pop(str(db.path), None)
+
+
+def vector_hits(db: Database, query: str, limit: int = VECTOR_LIMIT) -> dict[str, float]:
+    """Record ids whose current version is nearest the query in meaning, by cosine."""
+    m = _matrix(db)
+    if not m.ids:
+        return {}
+    q = default_embedder().embed([query])[0]
+    return {m.ids[i]: score for i, score in vectors.nearest(m.matrix, np.asarray(q), limit)}
+
+
+def related(
+    db: Database, contents: dict[str, RecordContent], limit: int = RELATED_LIMIT
+) -> dict[str, list[tuple[str, Relation]]]:
+    """Records that share a person, project or source episode with each given record."""
+    key = search_key(db)
+    out: dict[str, list[tuple[str, Relation]]] = {}
+    for record_id, content in sorted(contents.items()):
+        links: list[tuple[str, Relation]] = []
+        for term in relation_terms(content):
+            rows = db.all(
+                "SELECT r.record_id FROM record_fts JOIN records r ON r.rowid = record_fts.rowid "
+                "WHERE record_fts MATCH ? ORDER BY r.record_id LIMIT ?",
+                (lexical.blind(term, key), limit),
+            )
+            kind = relation_of(term)
+            links.extend((row[0], kind) for row in rows if row[0] != record_id)
+        if links:
+            out[record_id] = links
+    return out

@@ -1,0 +1,341 @@
+"""The eight retrieval steps, each a pure function from one stage to the next.
+
+Invariants:
+- The order is fixed: task_area -> state_filter -> policy_gate -> opinion_filter ->
+  search -> rank -> smallest_subset -> present. Each step accepts only the exact
+  stage the previous step returns, and a stage can only be made by its step
+  (``StepOrderError`` otherwise), so no step can be skipped or reordered.
+- Search scores only records that passed steps 1-4: an index hit is looked up in the
+  filtered stage by id, so a stale index can never bring back a record that is not in
+  use, invalid, forgotten, out of area, without consent or an opinion in a factual answer.
+- A record superseded by an active newer record is never a hit of its own; it can
+  only come back beside its successor, labelled outdated (with the newer one current).
+- Records in conflict are returned together, both flagged.
+- Ranking only lowers decayed and stale records; it never drops one.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Any, TypeVar
+
+from protocol import timeline
+from protocol.confidence import compute
+from protocol.errors import StepOrderError
+from protocol.model import ContentType, EpistemicState, LifeArea, LifecycleState, Sensitivity
+from protocol.retrieval.question import is_factual_question
+from protocol.retrieval.task import Candidate, Relation, SearchHits, Task
+
+RELEVANCE_FLOOR = 0.30  # hybrid relevance below which nothing is a hit
+VECTOR_WEIGHT = 1.0
+LEXICAL_WEIGHT = 0.10  # chosen on the evaluation set (docs/retrieval.md)
+RELATION_WEIGHT: Mapping[Relation, float] = {
+    Relation.SUPERSEDES: 0.9,
+    Relation.CONFLICT: 0.9,
+    Relation.PERSON: 0.5,
+    Relation.EPISODE: 0.5,
+    Relation.PROJECT: 0.3,
+}
+RELATIVE_CUT = 0.75  # smallest subset: keep what scores at least this share of the best
+
+_SEAL = object()
+
+
+@dataclass(frozen=True, slots=True)
+class _Stage:
+    task: Task
+    records: tuple[Candidate, ...]
+    seal: object = field(repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        if self.seal is not _SEAL:
+            raise StepOrderError(type(self).__name__, "its own step", self)
+
+    def by_id(self) -> dict[str, Candidate]:
+        return {c.record_id: c for c in self.records}
+
+
+@dataclass(frozen=True, slots=True)
+class InTaskArea(_Stage):
+    """Step 1: records of the task's life area and project, plus "general"."""
+
+
+@dataclass(frozen=True, slots=True)
+class StateFiltered(_Stage):
+    """Step 2: usable records; ``outdated`` ones may only come back beside a successor."""
+
+    outdated: tuple[Candidate, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class PolicyCleared(StateFiltered):
+    """Step 3: sensitive classes only with consent."""
+
+
+@dataclass(frozen=True, slots=True)
+class OpinionFiltered(StateFiltered):
+    """Step 4: for a factual question, the user's opinions are gone."""
+
+    factual: bool = False
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Scored:
+    candidate: Candidate
+    relevance: float
+    lexical: float = 0.0
+    vector: float = 0.0
+    via: tuple[str, Relation] | None = None  # pulled in by a related hit
+    score: float = 0.0  # after ranking
+    outdated: bool = False
+    pulled_in_by: str | None = None  # a companion (conflict, superseded) of a selected one
+
+    @property
+    def record_id(self) -> str:
+        return self.candidate.record_id
+
+
+@dataclass(frozen=True, slots=True)
+class Searched(OpinionFiltered):
+    """Step 5: every eligible record any index or relation found, with its relevance."""
+
+    scored: tuple[Scored, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class Ranked(Searched):
+    """Step 6: ordered by relevance, priority, confidence and time kind."""
+
+
+@dataclass(frozen=True, slots=True)
+class Selected(Ranked):
+    """Step 7: the fewest records the task needs, with the companions they require."""
+
+
+S = TypeVar("S", bound=_Stage)
+
+
+def _expect(step: str, stage: object, kind: type[S], expected: str) -> S:
+    if type(stage) is not kind:
+        raise StepOrderError(step, expected, stage)
+    assert isinstance(stage, kind)
+    return stage
+
+
+def _make(kind: type[S], task: Task, records: Iterable[Candidate], **extra: Any) -> S:
+    return kind(task, tuple(records), _SEAL, **extra)
+
+
+# -- 1. task area ------------------------------------------------------------------
+
+
+def in_task_area(c: Candidate, task: Task) -> bool:
+    if c.content is None or not c.project_open:
+        return False  # unreadable, or in a closed (archived) project
+    if task.area is None and task.project is None:
+        return True
+    areas = c.content.life_areas
+    return (
+        LifeArea.GENERAL in areas
+        or (task.area is not None and task.area in areas)
+        or (task.project is not None and c.content.project == task.project)
+    )
+
+
+def task_area(task: Task, candidates: Iterable[Candidate]) -> InTaskArea:
+    """Step 1. "Answer without personalization" ends retrieval here, with nothing."""
+    if not isinstance(task, Task):
+        raise StepOrderError("task_area", "Task", task)
+    if not task.personalized or task.limit <= 0:
+        return _make(InTaskArea, task, ())
+    return _make(InTaskArea, task, (c for c in candidates if in_task_area(c, task)))
+
+
+# -- 2. state filter ---------------------------------------------------------------
+
+
+def usable(c: Candidate, task: Task) -> bool:
+    content = c.content
+    if (
+        content is None
+        or c.lifecycle is not LifecycleState.ACTIVE
+        or c.refused
+        or content.epistemic_state is EpistemicState.INVALID
+    ):
+        return False
+    if c.usage_area is not None and task.area is not c.usage_area:
+        return False
+    return not (c.usage_project is not None and task.project != c.usage_project)
+
+
+def state_filter(stage: InTaskArea) -> StateFiltered:
+    """Step 2: candidate, not-in-use, forgotten and invalid out; "only use for X" applied."""
+    s: InTaskArea = _expect("state_filter", stage, InTaskArea, "task_area")
+    ok = [c for c in s.records if usable(c, s.task)]
+    return _make(
+        StateFiltered,
+        s.task,
+        (c for c in ok if c.superseded_by is None),
+        outdated=tuple(c for c in ok if c.superseded_by is not None),
+    )
+
+
+# -- 3. policy gate ----------------------------------------------------------------
+
+
+def cleared(c: Candidate, task: Task) -> bool:
+    assert c.content is not None
+    s = c.content.sensitivity
+    return s is Sensitivity.NORMAL or s in task.consents
+
+
+def policy_gate(stage: StateFiltered) -> PolicyCleared:
+    """Step 3: a sensitive record without the user's consent for its class cannot pass."""
+    s: StateFiltered = _expect("policy_gate", stage, StateFiltered, "state_filter")
+    return _make(
+        PolicyCleared,
+        s.task,
+        (c for c in s.records if cleared(c, s.task)),
+        outdated=tuple(c for c in s.outdated if cleared(c, s.task)),
+    )
+
+
+# -- 4. opinion filter -------------------------------------------------------------
+
+
+def opinion_filter(stage: PolicyCleared) -> OpinionFiltered:
+    """Step 4: for a factual question the user's opinions are left out."""
+    s: PolicyCleared = _expect("opinion_filter", stage, PolicyCleared, "policy_gate")
+    factual = s.task.factual if s.task.factual is not None else is_factual_question(s.task.query)
+
+    def keep(c: Candidate) -> bool:
+        assert c.content is not None
+        return not (factual and c.content.content_type is ContentType.OPINION)
+
+    return _make(
+        OpinionFiltered,
+        s.task,
+        filter(keep, s.records),
+        outdated=tuple(filter(keep, s.outdated)),
+        factual=factual,
+    )
+
+
+# -- 5. search ---------------------------------------------------------------------
+
+
+def relevance(lexical: float, vector: float) -> float:
+    """Hybrid relevance of a direct hit: cosine plus a share of the normalised text score."""
+    return VECTOR_WEIGHT * max(vector, 0.0) + LEXICAL_WEIGHT * lexical
+
+
+def search(stage: OpinionFiltered, hits: SearchHits) -> Searched:
+    """Step 5: hybrid lexical, vector and relationship search over the filtered records."""
+    s: OpinionFiltered = _expect("search", stage, OpinionFiltered, "opinion_filter")
+    eligible = s.by_id()
+    top_lexical = max(hits.lexical.values(), default=0.0)
+    scored: dict[str, Scored] = {}
+    for record_id in sorted(set(hits.lexical) | set(hits.vector)):
+        c = eligible.get(record_id)
+        if c is None:
+            continue  # the index knows it; the authoritative state says no
+        lex = hits.lexical.get(record_id, 0.0) / top_lexical if top_lexical > 0 else 0.0
+        vec = hits.vector.get(record_id, 0.0)
+        if hits.vector_searched:
+            score = relevance(lex, vec)
+            if score < RELEVANCE_FLOOR:
+                continue  # a common word alone, or a distant neighbour, is not a hit
+        else:
+            score = lex  # no vectors to ask (evaluation, or a model being rebuilt)
+            if score <= 0.0:
+                continue
+        scored[record_id] = Scored(candidate=c, relevance=score, lexical=lex, vector=vec)
+    for hit in sorted(scored.values(), key=lambda h: (-h.relevance, h.record_id)):
+        if hit.via is not None:
+            continue
+        for other_id, kind in hits.related.get(hit.record_id, ()):
+            c = eligible.get(other_id)
+            if c is None:
+                continue
+            pulled = hit.relevance * RELATION_WEIGHT[kind]
+            known = scored.get(other_id)
+            if known is None or (known.via is not None and known.relevance < pulled):
+                scored[other_id] = Scored(candidate=c, relevance=pulled, via=(hit.record_id, kind))
+    return _make(
+        Searched,
+        s.task,
+        s.records,
+        outdated=s.outdated,
+        factual=s.factual,
+        scored=tuple(scored.values()),
+    )
+
+
+# -- 6. ranking --------------------------------------------------------------------
+
+
+def weight(c: Candidate, task: Task) -> float:
+    """Priority (decay, staleness, time kind) times confidence; in (0, 1], never zero."""
+    assert c.content is not None and c.learned_at is not None
+    priority = timeline.priority(c.content, c.learned_at, task.now)
+    confidence = compute(c.content, c.lifecycle, task.now).score
+    return priority * (0.75 + 0.25 * confidence)
+
+
+def rank(stage: Searched) -> Ranked:
+    """Step 6: relevance x priority x confidence; decayed or expired records drop, never vanish."""
+    s: Searched = _expect("rank", stage, Searched, "search")
+    ranked = [
+        Scored(
+            candidate=h.candidate,
+            relevance=h.relevance,
+            lexical=h.lexical,
+            vector=h.vector,
+            via=h.via,
+            score=h.relevance * weight(h.candidate, s.task),
+        )
+        for h in s.scored
+        if h.candidate.learned_at is not None
+    ]
+    ranked.sort(key=lambda h: (-h.score, h.record_id))
+    return _make(
+        Ranked, s.task, s.records, outdated=s.outdated, factual=s.factual, scored=tuple(ranked)
+    )
+
+
+# -- 7. smallest subset ------------------------------------------------------------
+
+
+def smallest_subset(stage: Ranked) -> Selected:
+    """Step 7: the best records within ``RELATIVE_CUT`` of the top, up to the task's limit;
+    each brings the records in conflict with it and the ones it superseded."""
+    s: Ranked = _expect("smallest_subset", stage, Ranked, "rank")
+    if not s.scored:
+        return _make(Selected, s.task, s.records, outdated=s.outdated, factual=s.factual)
+    cut = s.scored[0].score * RELATIVE_CUT
+    chosen = [h for h in s.scored if h.score >= cut][: s.task.limit]
+    eligible = s.by_id()
+    outdated = {c.record_id: c for c in s.outdated}
+    out: list[Scored] = []
+    seen: set[str] = set()
+    for hit in chosen:
+        if hit.record_id in seen:
+            continue
+        seen.add(hit.record_id)
+        out.append(hit)
+        for other in sorted(hit.candidate.conflicts_with):
+            c = eligible.get(other)
+            if c is not None and other not in seen:
+                seen.add(other)
+                out.append(Scored(candidate=c, relevance=0.0, pulled_in_by=hit.record_id))
+        for older in sorted(hit.candidate.supersedes):
+            c = outdated.get(older)
+            if c is not None and older not in seen:
+                seen.add(older)
+                out.append(
+                    Scored(candidate=c, relevance=0.0, outdated=True, pulled_in_by=hit.record_id)
+                )
+    return _make(
+        Selected, s.task, s.records, outdated=s.outdated, factual=s.factual, scored=tuple(out)
+    )
