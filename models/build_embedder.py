@@ -53,6 +53,8 @@ from onnxruntime.quantization import QuantType, quantize_dynamic
 from safetensors.numpy import load_file
 from tokenizers import Tokenizer
 
+from protocol.embedding import padded
+
 ROOT = Path(__file__).resolve().parent.parent
 DEFAULT_OUT = ROOT / "models" / "embedder"
 
@@ -351,12 +353,7 @@ def run(sess: ort.InferenceSession, batches: Iterable[list[list[int]]]) -> np.nd
     """Embed each batch as given (padded to its longest row), rows in input order."""
     out = []
     for batch in batches:
-        width = max(len(ids) for ids in batch)
-        ids = np.zeros((len(batch), width), dtype=np.int64)
-        mask = np.zeros((len(batch), width), dtype=np.int64)
-        for row, tokens in enumerate(batch):
-            ids[row, : len(tokens)] = tokens
-            mask[row, : len(tokens)] = 1
+        ids, mask = padded(batch)
         out.append(sess.run(["embedding"], {"input_ids": ids, "attention_mask": mask})[0])
     return np.concatenate(out).astype(np.float32)
 

@@ -101,15 +101,21 @@ class Embedder:
         return out
 
     def _run(self, batch: list[list[int]]) -> npt.NDArray[np.float32]:
-        width = max(len(ids) for ids in batch)
-        ids = np.zeros((len(batch), width), dtype=np.int64)
-        mask = np.zeros((len(batch), width), dtype=np.int64)
-        for row, tokens in enumerate(batch):
-            ids[row, : len(tokens)] = tokens
-            mask[row, : len(tokens)] = 1
+        ids, mask = padded(batch)
         result = self._session.run([_OUTPUT], {"input_ids": ids, "attention_mask": mask})
         vectors: npt.NDArray[np.float32] = np.asarray(result[0], dtype=np.float32)
         return vectors
 
     def __repr__(self) -> str:
         return f"Embedder({self.model_id!r})"
+
+
+def padded(batch: Sequence[Sequence[int]]) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64]]:
+    """Token ids padded with 0 to the batch's longest row, and the attention mask."""
+    width = max(len(ids) for ids in batch)
+    ids = np.zeros((len(batch), width), dtype=np.int64)
+    mask = np.zeros((len(batch), width), dtype=np.int64)
+    for row, tokens in enumerate(batch):
+        ids[row, : len(tokens)] = tokens
+        mask[row, : len(tokens)] = 1
+    return ids, mask
