@@ -140,7 +140,7 @@ def _sentence(rng: random.Random) -> str:
 
 
 @contextmanager
-def _fast_vectors() -> Iterator[None]:
+def fast_vectors() -> Iterator[None]:
     """Populate big stores with random unit vectors under the real model id: filling
     100k records through the model would take most of the run, and latency depends on
     the store's size, not on what the vectors say. Queries use the real model."""
@@ -162,7 +162,7 @@ def _fast_vectors() -> Iterator[None]:
 def fill(agent: DeviceAgent, n: int, seed: int = 3, batch: int = 2000) -> None:
     rng = random.Random(seed)
     done = 0
-    with _fast_vectors():
+    with fast_vectors():
         while done < n:
             with agent._db.atomic():  # one commit per batch (nested ops become savepoints)
                 for i in range(done, min(n, done + batch)):

@@ -200,6 +200,8 @@ def run(n_device: int, n_push: int, sizes: list[int], smoke: bool) -> dict[str, 
         latency = retrieval_bench.latency(root / "latency", sizes, 20 if smoke else 200)
         embedding = embedding_bench.measure(smoke)
         ours_cipher = bench_device_writes(n_device, root / "cipher")
+        with retrieval_bench.fast_vectors():
+            ours_no_model = bench_device_writes(n_device, root / "cipher-no-model")
         with _plain_sqlite():
             ours_plain = bench_device_writes(n_device, root / "plain")
         plain_header = (root / "plain" / "device.db").read_bytes()[:16]
@@ -209,6 +211,7 @@ def run(n_device: int, n_push: int, sizes: list[int], smoke: bool) -> dict[str, 
         push = bench_push(n_push, root / "push")
     figures = {
         "device_pairs_per_s_sqlcipher": ours_cipher,
+        "device_pairs_per_s_sqlcipher_model_stubbed": ours_no_model,
         "device_pairs_per_s_plain_sqlite": ours_plain,
         "raw_pairs_per_s_sqlcipher": raw_cipher,
         "raw_pairs_per_s_plain_sqlite": raw_plain,
@@ -217,6 +220,7 @@ def run(n_device: int, n_push: int, sizes: list[int], smoke: bool) -> dict[str, 
     }
     ratios = {
         "device_sqlcipher_vs_device_plain": ours_cipher / ours_plain,
+        "device_with_embedding_vs_model_stubbed": ours_cipher / ours_no_model,
         "device_sqlcipher_vs_raw_sqlcipher": ours_cipher / raw_cipher,
         "raw_sqlcipher_vs_raw_plain": raw_cipher / raw_plain,
         "push_e2e_vs_direct_apply": push["push_ops_per_s"] / push["direct_apply_ops_per_s"],

@@ -33,7 +33,7 @@ from protocol.retrieval.task import Relation
 
 LEXICAL_LIMIT = 50
 VECTOR_LIMIT = 50
-RELATED_LIMIT = 20
+RELATED_LIMIT = 10
 FORGOTTEN = LifecycleState.FORGOTTEN.value
 
 
@@ -219,19 +219,32 @@ def vector_hits(db: Database, query: str, limit: int = VECTOR_LIMIT) -> dict[str
 def related(
     db: Database, contents: dict[str, RecordContent], limit: int = RELATED_LIMIT
 ) -> dict[str, list[tuple[str, Relation]]]:
-    """Records that share a person, project or source episode with each given record."""
+    """Records that share a person, project or source episode with each given record:
+    the first ``limit`` per term in index order (FTS5 stops there; no sort over every
+    record that names, say, "sister")."""
     key = search_key(db)
+    holders: dict[str, list[str]] = {}
     out: dict[str, list[tuple[str, Relation]]] = {}
     for record_id, content in sorted(contents.items()):
         links: list[tuple[str, Relation]] = []
         for term in relation_terms(content):
-            rows = db.all(
-                "SELECT r.record_id FROM record_fts JOIN records r ON r.rowid = record_fts.rowid "
-                "WHERE record_fts MATCH ? ORDER BY r.record_id LIMIT ?",
-                (lexical.blind(term, key), limit),
-            )
+            if term not in holders:
+                rowids = [
+                    row[0]
+                    for row in db.all(
+                        "SELECT rowid FROM record_fts WHERE record_fts MATCH ? LIMIT ?",
+                        (lexical.blind(term, key), limit + 1),
+                    )
+                ]
+                marks = ",".join("?" for _ in rowids)
+                holders[term] = sorted(
+                    row[0]
+                    for row in db.all(
+                        f"SELECT record_id FROM records WHERE rowid IN ({marks})", rowids
+                    )
+                )
             kind = relation_of(term)
-            links.extend((row[0], kind) for row in rows if row[0] != record_id)
+            links.extend((other, kind) for other in holders[term] if other != record_id)
         if links:
             out[record_id] = links
     return out

@@ -17,6 +17,20 @@ Load = Callable[[Iterable[str], dict[str, Candidate]], None]
 Related = Callable[[dict[str, RecordContent]], Mapping[str, Sequence[tuple[str, Relation]]]]
 
 
+RELATED_SEEDS = 10  # relations are followed from this many of the best hits of each index
+
+
+def seeds_of(lexical: Mapping[str, float], vector: Mapping[str, float]) -> set[str]:
+    """The hits whose relations are followed: the best few of each index. A related
+    record scores a share of its hit's relevance, so a weak hit's neighbours could not
+    make the smallest subset anyway; following every hit's relations only costs reads."""
+    best: set[str] = set()
+    for scores in (lexical, vector):
+        ranked = sorted(scores, key=lambda i: (-scores[i], i))
+        best.update(ranked[:RELATED_SEEDS])
+    return best
+
+
 def gather(
     *,
     lexical: Mapping[str, float],
@@ -30,7 +44,10 @@ def gather(
     found: dict[str, Candidate] = {}
     load([*lexical, *vector], found)
     edges: dict[str, list[tuple[str, Relation]]] = {}
-    readable = {i: c.content for i, c in sorted(found.items()) if c.content is not None}
+    seeds = seeds_of(lexical, vector)
+    readable = {
+        i: c.content for i, c in sorted(found.items()) if c.content is not None and i in seeds
+    }
     for record_id, links in related(readable).items():
         edges.setdefault(record_id, []).extend(links)
     for record_id, c in sorted(found.items()):
