@@ -136,7 +136,11 @@ WORDS = (
 
 
 def _sentence(rng: random.Random) -> str:
-    return "I " + " ".join(rng.choice(WORDS) for _ in range(rng.randint(5, 11))) + "."
+    """A word salad whose first words differ, so no two share a subject (a shared
+    beginning would make the newer supersede the older, unlike real memories)."""
+    first, second = rng.sample(WORDS, 2)
+    rest = " ".join(rng.choice(WORDS) for _ in range(rng.randint(4, 9)))
+    return f"My {first} {rng.randrange(10**6)} {second} {rest}."
 
 
 @contextmanager

@@ -32,6 +32,7 @@ from device.errors import (
 )
 
 DB_FILENAME = "device.db"
+CACHE_KIB = 32 * 1024
 # ~40 MB of 4 KiB frames: the default (1000) fsyncs a checkpoint every dozen or so writes
 WAL_AUTOCHECKPOINT = 10_000
 
@@ -70,6 +71,9 @@ def _configure(conn: Any, passphrase: str, path: Path) -> None:
     conn.execute(f"PRAGMA wal_autocheckpoint = {WAL_AUTOCHECKPOINT}").fetchone()
     conn.execute("PRAGMA foreign_keys = ON")
     conn.execute("PRAGMA synchronous = NORMAL")
+    # decrypted pages kept in memory: retrieval reads scattered rows (measured at 100k
+    # records: 8 MB default -> 32 MB took a query from ~460 ms to ~290 ms)
+    conn.execute(f"PRAGMA cache_size = -{CACHE_KIB}")
 
 
 class Database:
