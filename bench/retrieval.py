@@ -26,17 +26,8 @@ from device.agent import DeviceAgent
 from device.embedder import default_embedder
 from protocol.embedding import DIM
 from protocol.model import ContentType, LifeArea
-from protocol.retrieval.steps import (
-    opinion_filter,
-    policy_gate,
-    rank,
-    smallest_subset,
-    state_filter,
-    task_area,
-)
-from protocol.retrieval.steps import (
-    search as search_step,
-)
+from protocol.retrieval import pipeline
+from protocol.retrieval.steps import smallest_subset
 
 EVAL_SET = Path(__file__).resolve().parent.parent / "tests" / "data" / "retrieval_eval.json"
 PASSPHRASE = "bench passphrase"
@@ -84,11 +75,7 @@ def evaluate(agent: DeviceAgent, ids: dict[str, str], data: dict[str, Any]) -> d
                 factual=False,
             )
             candidates, hits = retrieval.gather(db, task, lexical=lexical, vector=vector)
-            ranked = rank(
-                search_step(
-                    opinion_filter(policy_gate(state_filter(task_area(task, candidates)))), hits
-                )
-            )
+            ranked = pipeline.ranked(task, candidates, hits)
             order = [h.record_id for h in ranked.scored]
             relevant = {ids[k] for k in q["relevant"]}
             first = next((i for i, rid in enumerate(order) if rid in relevant), None)

@@ -1,6 +1,7 @@
 """The fixed retrieval order, composed once; device and cloud both call ``retrieve``.
 
-Invariant: this is the only composition of the steps; it runs all eight, in order.
+Invariant: this is the only composition of the steps; ``retrieve`` runs all eight, in
+order (``ranked`` is its first six, for evaluation).
 """
 
 from __future__ import annotations
@@ -9,6 +10,7 @@ from collections.abc import Iterable
 
 from protocol.retrieval.block import MemoryBlock, present
 from protocol.retrieval.steps import (
+    Ranked,
     opinion_filter,
     policy_gate,
     rank,
@@ -31,6 +33,11 @@ STEPS = (
 )
 
 
-def retrieve(task: Task, candidates: Iterable[Candidate], hits: SearchHits) -> MemoryBlock:
+def ranked(task: Task, candidates: Iterable[Candidate], hits: SearchHits) -> Ranked:
+    """Steps 1 to 6: every record search found, in ranking order (evaluation reads it)."""
     filtered = opinion_filter(policy_gate(state_filter(task_area(task, candidates))))
-    return present(smallest_subset(rank(search(filtered, hits))))
+    return rank(search(filtered, hits))
+
+
+def retrieve(task: Task, candidates: Iterable[Candidate], hits: SearchHits) -> MemoryBlock:
+    return present(smallest_subset(ranked(task, candidates, hits)))

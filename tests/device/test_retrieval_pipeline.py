@@ -9,14 +9,7 @@ from typing import Any
 from device import retrieval, search
 from device.agent import DeviceAgent
 from protocol.model import ContentType, LifeArea, Sensitivity
-from protocol.retrieval.steps import (
-    opinion_filter,
-    policy_gate,
-    rank,
-    state_filter,
-    task_area,
-)
-from protocol.retrieval.steps import search as search_step
+from protocol.retrieval import pipeline
 from protocol.retrieval.task import Relation
 from tests.device.conftest import MakeAgent
 from tests.device.test_agent import snapshot
@@ -140,8 +133,5 @@ def test_related_records_are_pulled_in_by_a_shared_person(make_agent: MakeAgent)
     task = retrieval.task_for("Which city does my sister live in?", agent._now_dt(), limit=5)
     candidates, hits = retrieval.gather(db, task)
     assert (birthday, Relation.PERSON) in hits.related[lives]
-    searched = search_step(
-        opinion_filter(policy_gate(state_filter(task_area(task, candidates)))), hits
-    )
-    pulled = {h.record_id: h for h in rank(searched).scored}
+    pulled = {h.record_id: h for h in pipeline.ranked(task, candidates, hits).scored}
     assert pulled[lives].via is None and pulled[birthday].relevance > 0
