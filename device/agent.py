@@ -20,16 +20,17 @@ from __future__ import annotations
 
 import secrets
 from collections.abc import Callable, Iterable, Sequence
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import httpx
 from pydantic import ValidationError
 
-from device import account, catalog, keys, reading, retrieval, search, store
+from device import account, candidates, catalog, keys, reading, retrieval, search, store
 from device.client import CloudClient
 from device.db import DB_FILENAME, Database
+from device.detector import default_detector
 from device.errors import (
     AlreadyEnrolled,
     InvalidOperation,
@@ -45,8 +46,17 @@ from device.local import apply_local
 from device.migrations import migrate
 from device.retrieval import Recall
 from device.sync import SyncSession
-from device.views import LocalResult, RecallHit, RecordView, SyncReport, VersionView
+from device.views import (
+    LocalResult,
+    RecallHit,
+    RecordView,
+    SaidResult,
+    SyncReport,
+    VersionView,
+)
+from device.writing import Writer
 from protocol import strongauth
+from protocol.detection.labels import Detection
 from protocol.ids import make_id
 from protocol.messages import (
     AccountKeyRequest,
@@ -73,7 +83,6 @@ from protocol.model import (
 )
 from protocol.operations import (
     AddArtifact,
-    AddEpisode,
     AnyOperation,
     Confirm,
     Correct,
@@ -86,6 +95,7 @@ from protocol.operations import (
     RefusalCode,
     Remember,
     RestrictUsage,
+    ReviseRule,
     SetProject,
     UseAgain,
 )
@@ -98,8 +108,16 @@ MAX_SOURCES = 64
 FORGOTTEN = LifecycleState.FORGOTTEN.value
 
 
+_T = TypeVar("_T")
+
+
 def _system_clock() -> datetime:
     return datetime.now(UTC)
+
+
+def _detect(sentences: Sequence[str]) -> tuple[list[Detection], str]:
+    model = default_detector()
+    return model.detect(sentences), model.model_id
 
 
 def _invalid(kind: str, item_id: str, exc: ValidationError) -> InvalidOperation:
@@ -366,29 +384,88 @@ class DeviceAgent:
         except ValidationError as exc:
             raise _invalid(kind, item_id, exc) from exc
 
-    def say(self, text: str, conversation_id: str) -> str:
-        """Log what the user typed as an episode; queue ``add_episode``; return its id.
+    def say(
+        self, text: str, conversation_id: str, *, sensitivity: Sensitivity | None = None
+    ) -> str:
+        """Log what the user typed as an episode, and mark the sentences the on-device
+        detector finds worth remembering as candidates; return the episode's id.
 
+        Nothing becomes a record here: candidates are consolidated in the background
+        (``end_session`` and the cloud's worker). ``sensitivity`` names a class the
+        caller knows the words belong to (it can only add to what the detector sees).
         In temporary mode this raises ``TemporaryMode`` and nothing is logged.
         """
+        return self.say_detected(text, conversation_id, sensitivity=sensitivity).episode_id
+
+    def say_detected(
+        self, text: str, conversation_id: str, *, sensitivity: Sensitivity | None = None
+    ) -> SaidResult:
+        """``say``, returning what the detector saw in each sentence."""
         self._writable("logging what you typed")
-        episode_id = self._id("ep")
-        typed_at = self._now_dt()
-        op = self._build(
-            "episode",
-            episode_id,
-            lambda: AddEpisode(
-                op_id=self._id("op"),
-                made_at=typed_at,
-                initiated_by=Initiator.USER,
-                episode_id=episode_id,
-                conversation_id=conversation_id,
-                text=text,
-                typed_at=typed_at,
-            ),
+        return self._write(
+            "episode", lambda w: w.say(text, conversation_id, sensitivity=sensitivity)
         )
-        self.apply_operation(op)
-        return episode_id
+
+    def end_session(self, conversation_id: str) -> list[LocalResult]:
+        """The conversation ended: its candidates are ready for consolidation (in the
+        cloud; those of classes kept on this device, here, as candidates)."""
+        self._writable("ending the conversation")
+        return self._write("end of conversation", lambda w: w.end_session(conversation_id))
+
+    def ingest(
+        self, text: str, *, medium: str, source: str, conversation_id: str = "external"
+    ) -> str:
+        """Log external content (web page, email, document, calendar invite, another
+        agent, tool output); it can only ever become candidates. Returns the episode id."""
+        self._writable("logging external content")
+        return self._write(
+            "external content",
+            lambda w: w.ingest(text, medium=medium, source=source, conversation_id=conversation_id),
+        )
+
+    def observe(self, subject: str, value: str, *, source: str) -> str:
+        """Log one behaviour event from an app ("morning coffee order" = "americano")."""
+        self._writable("logging a behaviour event")
+        return self._write("behaviour event", lambda w: w.observe(subject, value, source=source))
+
+    def import_text(self, text: str, *, source: str) -> list[LocalResult]:
+        """Import text: each statement a candidate "imported, not verified"."""
+        self._writable("importing")
+        return self._write("import", lambda w: w.import_text(text, source=source))
+
+    def keep_on_device(self, sensitivity: Sensitivity) -> None:
+        """Keep a sensitive class only on this device from now on: what the user types in
+        it, its candidates and records are never sent to the cloud, not even encrypted.
+        Losing this device loses them: there is no cloud copy and no backup."""
+        self._writable("keeping a class on this device")
+        if sensitivity is Sensitivity.NORMAL:
+            raise InvalidOperation(
+                "only a sensitive class can be kept on this device, not 'normal'; "
+                "nothing was changed"
+            )
+        with self._db.atomic():
+            candidates.keep_on_device(self._db, sensitivity, self._now())
+
+    def device_only_classes(self) -> set[Sensitivity]:
+        return candidates.device_only_classes(self._db)
+
+    def _write(self, what: str, run: Callable[[Writer], _T]) -> _T:
+        writer = Writer(
+            db=self._db,
+            now=self._now_dt,
+            new_id=self._id,
+            apply=lambda op, keep: apply_local(
+                self._db, op, now=self._now_dt(), random_bytes=self._random, keep_on_device=keep
+            ),
+            detect=_detect,
+            build=self._build,
+        )
+        try:
+            return run(writer)
+        except ValidationError as exc:
+            raise _invalid(what, "", exc) from exc
+        except ValueError as exc:
+            raise InvalidOperation(f"{what} refused, nothing was changed: {exc}") from exc
 
     def _sources(self, record_id: str, text: str, conversation_id: str) -> list[str]:
         """The conversation's episodes holding the sentence (else all, so ``decide``
@@ -593,6 +670,63 @@ class DeviceAgent:
             ),
         )
         return self.apply_operation(op)
+
+    # --- behaviour rules -----------------------------------------------------------------
+
+    def rules(self) -> list[RecordView]:
+        """Behaviour rules: proposed (candidate), accepted (active), undone (not in use)."""
+        return [v for v in self.what_do_you_know() if v.layer == Layer.BEHAVIOUR_RULE.value]
+
+    def _rule(self, record_id: str) -> RecordView:
+        for view in self.rules():
+            if view.record_id == record_id:
+                return view
+        raise InvalidOperation(f"record {record_id} is not a behaviour rule held on this device")
+
+    def accept_rule(self, record_id: str) -> LocalResult:
+        """Accept a proposed behaviour rule: it takes effect from now on."""
+        self._rule(record_id)
+        return self.confirm(record_id)
+
+    def reject_rule(self, record_id: str) -> LocalResult:
+        """Reject a proposed rule, or undo an accepted one: it no longer takes effect
+        (kept, not in use; ``use_again`` brings it back)."""
+        self._rule(record_id)
+        return self.dont_use(record_id)
+
+    def revise_rule(self, record_id: str, text: str) -> LocalResult:
+        """Rewrite an accepted or proposed rule: a new version (the old stays in history)."""
+        self._rule(record_id)
+        return self._record_op(ReviseRule, record_id, text=text)
+
+    def undo_rule(self, record_id: str) -> LocalResult:
+        """Undo the last change to a rule: back to the previous version's words (as a new
+        version), or, for a rule that was never revised, stop using it."""
+        view = self._rule(record_id)
+        history = [v for v in self.record_history(record_id) if v.text is not None]
+        previous = [v for v in history if not v.current and v.text != view.text]
+        if previous:
+            return self.revise_rule(record_id, str(previous[-1].text))
+        return self.dont_use(record_id)
+
+    # --- what was written in the background ----------------------------------------------
+
+    def recently_learned(self, days: int = 7) -> list[RecordView]:
+        """Active records the background consolidation wrote in the last ``days`` days."""
+        since = self._now_dt() - timedelta(days=days)
+        return [
+            v
+            for v in self.what_do_you_know()
+            if v.background
+            and v.lifecycle == LifecycleState.ACTIVE.value
+            and v.recorded_at is not None
+            and datetime.fromisoformat(v.recorded_at) >= since
+        ]
+
+    def waiting_for_confirmation(self) -> list[RecordView]:
+        """Candidates the user is asked to confirm: sensitive classes, proposed rules,
+        external content, imports."""
+        return [v for v in self.what_do_you_know() if v.lifecycle == LifecycleState.CANDIDATE.value]
 
     def set_project(self, name: str, open: bool) -> LocalResult:
         """Open (create or reopen) or close a project; closed ones are left out of recall."""

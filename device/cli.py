@@ -25,6 +25,7 @@ from typing import Any
 from device.agent import DeviceAgent
 from device.errors import DeviceError
 from device.views import LocalResult, RecallHit, RecordView
+from device.writing import EXTERNAL_MEDIA
 from protocol.errors import ProtocolError
 from protocol.model import ContentType, LifeArea, Sensitivity, TimeKind
 from protocol.operations import EffectKind
@@ -116,8 +117,125 @@ def _say(args: argparse.Namespace) -> int:
             _emit(args, {"episode_id": None, "temporary": True},
                   "Temporary mode: nothing was logged or written.")  # fmt: skip
             return 0
-        episode_id = agent.say(args.text, args.conversation)
-        _emit(args, {"episode_id": episode_id}, f"Logged episode {episode_id}")
+        said = agent.say_detected(
+            args.text,
+            args.conversation,
+            sensitivity=Sensitivity(args.sensitivity) if args.sensitivity else None,
+        )
+        lines = [f"Logged episode {said.episode_id}"]
+        for s in said.sentences:
+            if s.candidate:
+                sensitive = "" if s.sensitivity == "normal" else f", sensitive: {s.sensitivity}"
+                lines.append(
+                    f"  memory candidate ({s.content_type}, {s.time_kind}{sensitive}, "
+                    f"score {s.score:.2f}): {s.text}"
+                )
+            else:
+                lines.append(f"  not a candidate (score {s.score:.2f}): {s.text}")
+        if said.device_only:
+            lines.append("  kept only on this device: it is never sent to the cloud")
+        lines.append("Nothing was written as a memory yet; candidates are consolidated in the "
+                     "background (or say `remember` to keep a sentence now).")  # fmt: skip
+        data = {
+            "episode_id": said.episode_id,
+            "device_only": said.device_only,
+            "model_id": said.model_id,
+            "sentences": [dataclasses.asdict(s) for s in said.sentences],
+        }
+        _emit(args, data, "\n".join(lines))
+    return 0
+
+
+def _end_session(args: argparse.Namespace) -> int:
+    with _open(args) as agent:
+        results = agent.end_session(args.conversation)
+        local = results[1:]
+        text = f"Conversation {args.conversation!r} ended; its candidates will be consolidated."
+        if local:
+            text += f" {len(local)} kept on this device became candidates for you to confirm."
+        _emit(args, {"op_ids": [r.op_id for r in results]}, text)
+    return 0
+
+
+def _ingest(args: argparse.Namespace) -> int:
+    text = sys.stdin.read() if args.text == "-" else args.text
+    with _open(args) as agent:
+        episode_id = agent.ingest(text, medium=args.medium, source=args.source)
+        _emit(
+            args,
+            {"episode_id": episode_id},
+            f"Logged {args.medium.replace('_', ' ')} from {args.source} as episode {episode_id}; "
+            "it can only become candidates, never a rule or an instruction.",
+        )
+    return 0
+
+
+def _observe(args: argparse.Namespace) -> int:
+    with _open(args) as agent:
+        episode_id = agent.observe(args.subject, args.value, source=args.source)
+        _emit(args, {"episode_id": episode_id}, f"Logged behaviour event {episode_id}")
+    return 0
+
+
+def _import(args: argparse.Namespace) -> int:
+    text = Path(args.file).read_text(encoding="utf-8")
+    with _open(args) as agent:
+        results = agent.import_text(text, source=args.source or Path(args.file).name)
+        _emit(
+            args,
+            {"record_ids": [r.record_id for r in results]},
+            f"Imported {len(results)} statement(s) as candidates: imported, not verified.",
+        )
+    return 0
+
+
+DEVICE_ONLY_WARNING = (
+    "Records in {cls} will be kept ONLY on this device. They are never sent to the cloud, "
+    "not even encrypted, and have no backup: if you lose this device, you lose them."
+)
+
+
+def _keep_on_device(args: argparse.Namespace) -> int:
+    cls = Sensitivity(args.sensitivity)
+    warning = DEVICE_ONLY_WARNING.format(cls=cls.value.replace("_", " "))
+    if not args.yes:
+        print(warning)
+        if input("Keep them only here? [y/N] ").strip().lower() not in ("y", "yes"):
+            raise CliError("nothing was changed")
+    with _open(args) as agent:
+        agent.keep_on_device(cls)
+        _emit(args, {"device_only": sorted(c.value for c in agent.device_only_classes())},
+              warning)  # fmt: skip
+    return 0
+
+
+def _rules(args: argparse.Namespace) -> int:
+    with _open(args) as agent:
+        _views(args, agent.rules(), "No behaviour rules.")
+    return 0
+
+
+def _rule(args: argparse.Namespace) -> int:
+    with _open(args) as agent:
+        if args.action == "revise":
+            if not args.text:
+                raise CliError("revise needs the rule's new words")
+            result = agent.revise_rule(args.record_id, args.text)
+        else:
+            result = getattr(agent, f"{args.action}_rule")(args.record_id)
+        _result(args, result)
+    return 0
+
+
+def _learned(args: argparse.Namespace) -> int:
+    with _open(args) as agent:
+        _views(args, agent.recently_learned(args.days), "Nothing learned recently.")
+    return 0
+
+
+def _waiting(args: argparse.Namespace) -> int:
+    with _open(args) as agent:
+        _views(args, agent.waiting_for_confirmation(), "Nothing is waiting for you.")
     return 0
 
 
@@ -190,6 +308,12 @@ def _view_line(v: RecordView) -> str:
         flags.append(v.usage_restriction)
     if v.time_kind:
         flags.append(v.time_kind)
+    if v.layer == "behaviour_rule":
+        flags.append("behaviour rule")
+    if v.background:
+        flags.append("learned in the background")
+    if v.device_only:
+        flags.append("this device only")
     note = f" ({v.refusal_reason})" if v.refusal_reason else ""
     return f"{v.record_id}  [{', '.join(flags)}{note}]  {v.line or v.text}"
 
@@ -362,10 +486,36 @@ def register(subparsers: Any) -> argparse.ArgumentParser:
     p.add_argument("--name", required=True)
     p.add_argument("--cloud", default=None, help="cloud URL")
     p.add_argument("--code", default=None, help="one-time enrollment code")
-    p = command("say", _say, "log what the user typed")
+    sensitive = [s.value for s in Sensitivity if s is not Sensitivity.NORMAL]
+    p = command("say", _say, "log what the user typed; the detector marks memory candidates")
     p.add_argument("text")
     p.add_argument("--conversation", required=True)
+    p.add_argument("--sensitivity", default=None, choices=sensitive, help="a class you know")
     p.add_argument("--temporary", action="store_true", help="temporary mode: write nothing")
+    p = command("end-session", _end_session, "a conversation ended: consolidate its candidates")
+    p.add_argument("--conversation", required=True)
+    p = command("ingest", _ingest, "log external content (it only ever becomes candidates)")
+    p.add_argument("text", help="the content, or - to read it from stdin")
+    p.add_argument("--medium", required=True, choices=list(EXTERNAL_MEDIA))
+    p.add_argument("--source", required=True, help="where it came from (URL, message id)")
+    p = command("observe", _observe, "log one behaviour event from an app")
+    p.add_argument("subject", help='what it is about, e.g. "morning coffee order"')
+    p.add_argument("value", help='what happened, e.g. "americano"')
+    p.add_argument("--source", required=True, help="the app or service that saw it")
+    p = command("import", _import, "import a text file: candidates, imported, not verified")
+    p.add_argument("file")
+    p.add_argument("--source", default=None)
+    p = command("keep-on-device", _keep_on_device, "keep a sensitive class only on this device")
+    p.add_argument("sensitivity", choices=sensitive)
+    p.add_argument("--yes", action="store_true", help="do not ask for confirmation")
+    command("rules", _rules, "behaviour rules: proposed, accepted, undone")
+    p = command("rule", _rule, "accept, reject, revise or undo a behaviour rule")
+    p.add_argument("action", choices=["accept", "reject", "revise", "undo"])
+    p.add_argument("record_id")
+    p.add_argument("text", nargs="?", default=None, help="the new words (revise)")
+    p = command("learned", _learned, '"recently learned": what background consolidation wrote')
+    p.add_argument("--days", type=int, default=7)
+    command("waiting", _waiting, "candidates waiting for your confirmation")
     p = command("remember", _remember, "keep one whole typed sentence")
     p.add_argument("text")
     p.add_argument("--conversation", required=True)

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from device import catalog, keys, search, shred, store
+from device import candidates, catalog, keys, search, shred, store
 from device.db import Database
 from protocol.messages import EpisodeContent
 from protocol.model import ArtifactContent, RecordContent
@@ -27,19 +27,26 @@ from protocol.operations import (
     AddArtifact,
     AddEpisode,
     AnyOperation,
+    Consolidate,
     Correct,
+    Corroborate,
     Infer,
+    MarkCandidate,
     Remember,
+    ReviseRule,
 )
 from protocol.rules import (
     AddVersion,
     CreateArtifact,
+    CreateCandidate,
     CreateEpisode,
     CreateRecord,
     Effect,
+    EndConversation,
     FlagConflict,
     FlagSuperseded,
     ForgetRecords,
+    ResolveCandidates,
     SetLifecycle,
     SetProjectState,
     SetUsage,
@@ -135,7 +142,12 @@ def perform(ctx: Context, op: AnyOperation, effect: Effect) -> None:
     """Do one effect on the store (inside the caller's transaction)."""
     if isinstance(effect, CreateEpisode):
         assert isinstance(op, AddEpisode)
-        content = EpisodeContent(conversation_id=op.conversation_id, text=op.text)
+        content = EpisodeContent(
+            conversation_id=op.conversation_id,
+            text=op.text,
+            source_kind=op.source_kind,
+            source_id=op.source_id,
+        )
         item = _seal(ctx, "episode", op.episode_id, 1, content.model_dump_json().encode())
         store.insert_episode(
             ctx.db,
@@ -180,6 +192,28 @@ def perform(ctx: Context, op: AnyOperation, effect: Effect) -> None:
         catalog.add_derivations(ctx.db, "artifact", op.artifact_id, effect.derived_from)
     elif isinstance(effect, SetProjectState):
         catalog.set_project(ctx.db, effect.project, effect.open, ctx.at)
+    elif isinstance(effect, CreateCandidate):
+        assert isinstance(op, MarkCandidate)
+        candidates.insert(
+            ctx.db,
+            candidates.CandidateRow(
+                episode_id=op.episode_id,
+                sentence=op.sentence,
+                conversation_id=effect.conversation_id,
+                content_type=op.content_type,
+                sensitivity=op.sensitivity,
+                time_kind=op.time_kind,
+                score=op.score,
+                model_id=op.model_id,
+                marked_at=ctx.at,
+                record_id=None,
+            ),
+        )
+    elif isinstance(effect, EndConversation):
+        candidates.end_conversation(ctx.db, effect.conversation_id, ctx.at)
+    elif isinstance(effect, ResolveCandidates):
+        refs = [(ref.episode_id, ref.sentence) for ref in effect.candidates]
+        candidates.resolve(ctx.db, refs, effect.record_id)
     else:
         assert isinstance(effect, ForgetRecords)
         shred.shred_many(
@@ -200,6 +234,8 @@ _TEXT_FIELDS: dict[type, set[str]] = {
     Remember: {"text", "subject"},
     Correct: {"text"},
     Infer: {"content"},
+    Consolidate: {"content"},
+    ReviseRule: {"text"},
     AddArtifact: {"payload"},
 }
 
@@ -218,14 +254,15 @@ def queue_fields(op: AnyOperation, versions: tuple[int, ...]) -> QueueFields:
     ids of the sealed rows the push re-reads that text from."""
     strip: Any = _TEXT_FIELDS.get(type(op), set())
     version = None
-    if isinstance(op, Remember | Infer):
-        version = 1
-    elif isinstance(op, Correct):
+    if isinstance(op, Remember | Infer | Consolidate):
+        version = versions[-1] if versions else 1
+    elif isinstance(op, Correct | ReviseRule):
         version = versions[-1]
+    episode_id = op.episode_id if isinstance(op, AddEpisode | MarkCandidate | Corroborate) else None
     return QueueFields(
         op_json=op.model_dump_json(exclude=strip),
         record_id=getattr(op, "record_id", None),
-        episode_id=op.episode_id if isinstance(op, AddEpisode) else None,
+        episode_id=episode_id,
         artifact_id=op.artifact_id if isinstance(op, AddArtifact) else None,
         version=version,
     )

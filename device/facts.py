@@ -19,20 +19,19 @@ from contextlib import suppress
 from datetime import datetime
 from typing import Any
 
-from device import catalog, store
+from device import candidates, catalog, store
 from device.db import Database
 from protocol.errors import SealError
 from protocol.model import LifecycleState, RecordContent
-from protocol.operations import (
-    AddArtifact,
-    AddEpisode,
-    AnyOperation,
-    ForgetArea,
-    ForgetPermanently,
-    Infer,
-    Remember,
+from protocol.operations import AddArtifact, AddEpisode, AnyOperation, ForgetArea, MarkCandidate
+from protocol.rules import (
+    EpisodeFacts,
+    Facts,
+    RecordFacts,
+    episodes_named,
+    parents_named,
+    related_text,
 )
-from protocol.rules import EpisodeFacts, Facts, RecordFacts
 
 
 def current_content(db: Database, row: Any) -> RecordContent | None:
@@ -76,37 +75,20 @@ def episode_facts_of(db: Database, row: Any) -> EpisodeFacts | None:
         content.conversation_id,
         content.text,
         datetime.fromisoformat(row["typed_at"]),
+        content.source_kind,
+        content.source_id,
     )
 
 
-def _episode_ids(op: AnyOperation) -> list[str]:
-    if isinstance(op, AddEpisode):
-        return [op.episode_id]
-    if isinstance(op, ForgetPermanently):
-        return list(op.episode_ids)
-    if isinstance(op, Infer):
-        return list(op.content.source_episode_ids)
-    return list(getattr(op, "source_episode_ids", []))
-
-
-def _parents(op: AnyOperation) -> list[str]:
-    if isinstance(op, Infer):
-        return list(op.content.derived_from)
-    if isinstance(op, AddArtifact):
-        return list(op.derived_from)
-    return []
-
-
 def _related(db: Database, op: AnyOperation) -> list[RecordFacts]:
-    if isinstance(op, Remember):
-        text, subject = op.text, op.subject
-    elif isinstance(op, Infer):
-        text, subject = op.content.text, op.content.subject
-    else:
+    named = related_text(op)
+    if named is None:
         return []
+    text, subject = named
+    record_id = getattr(op, "record_id", None)
     found = []
-    for record_id in catalog.same_key_records(db, text, subject):
-        if record_id != op.record_id and (facts := record_facts(db, record_id)) is not None:
+    for other in catalog.same_key_records(db, text, subject):
+        if other != record_id and (facts := record_facts(db, other)) is not None:
             found.append(facts)
     return found
 
@@ -126,19 +108,21 @@ def facts_for(db: Database, op: AnyOperation, meta: store.Meta | None = None) ->
     """Everything ``decide(op, ...)`` may look at, as this device's store knows it
     (``meta``: this store's meta row, if the caller has just read it)."""
     meta = meta or store.get_meta(db)
-    episodes = {e: f for e in _episode_ids(op) if (f := episode_facts(db, e)) is not None}
+    record_id = getattr(op, "record_id", None)
+    record = record_facts(db, record_id) if isinstance(record_id, str) else None
+    named = episodes_named(op, record.content if record else None)
+    episodes = {e: f for e in named if (f := episode_facts(db, e)) is not None}
     if isinstance(op, AddEpisode) and store.episode_forgotten(db, op.episode_id):
         # the id is taken; its content is gone (``decide`` only asks whether it exists)
         episodes[op.episode_id] = EpisodeFacts(op.episode_id, "", "")
-    known = {p: r for p in _parents(op) if (r := record_facts(db, p)) is not None}
-    record_id = getattr(op, "record_id", None)
+    known = {p: r for p in parents_named(op) if (r := record_facts(db, p)) is not None}
     artifact_exists = isinstance(op, AddArtifact) and (
         catalog.artifact_row(db, op.artifact_id) is not None
         or catalog.artifact_forgotten(db, op.artifact_id)
     )
     return Facts(
         space_id=meta.space_id or meta.local_space,
-        record=record_facts(db, record_id) if record_id else None,
+        record=record,
         episodes=episodes,
         related=_related(db, op),
         children=catalog.children(db),
@@ -147,4 +131,6 @@ def facts_for(db: Database, op: AnyOperation, meta: store.Meta | None = None) ->
         projects=catalog.projects(db),
         artifact_exists=artifact_exists,
         account_key=meta.account_key,
+        candidate_marked=isinstance(op, MarkCandidate)
+        and candidates.is_marked(db, op.episode_id, op.sentence),
     )

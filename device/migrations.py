@@ -27,6 +27,7 @@ MIGRATIONS: tuple[Migration, ...] = (
     Migration(1, "initial schema", schema.V1),
     Migration(2, "full memory record", schema.V2),
     Migration(3, "retrieval indexes", schema.V3),
+    Migration(4, "writing memory: candidates and device-only classes", schema.V4),
 )
 
 _LEDGER = """

@@ -155,6 +155,7 @@ def view(
         superseded_by=row["superseded_by"],
         conflicts_with=tuple(live_conflicts(db, row)),
         versions=versions,
+        device_only=bool(row["device_only"]),
     )
     c = h.content
     if c is None:
@@ -178,6 +179,8 @@ def view(
         sensitivity=c.sensitivity.value,
         source_kind=c.source_kind.value,
         line=line_for(db, h, now, lifecycle=state),
+        background=c.background,
+        derived_from=tuple(c.derived_from),
     )
 
 

@@ -354,3 +354,72 @@ V3: tuple[str, ...] = (
     """,
     "CREATE INDEX records_superseded_by ON records (superseded_by)",
 )
+
+
+# --- migration 4: writing memory (issue 5) --------------------------------------------
+#
+# The detector's candidates (labels only: the words stay sealed in their episode; rows
+# are deleted when the episode is shredded), conversations that ended (their candidates
+# are ready for consolidation), and the sensitive classes the user keeps only on this
+# device: episodes and records of those classes are marked ``device_only`` and their
+# operations are never queued, so nothing of them is ever pushed. The op queue is
+# rebuilt because its CHECK names the kinds allowed.
+
+OP_KINDS_V4 = (
+    *OP_KINDS, "mark_candidate", "end_session", "consolidate", "corroborate", "revise_rule",
+    "pass_time",
+)  # fmt: skip
+_KIND_LIST_V4 = ", ".join(f"'{k}'" for k in OP_KINDS_V4)
+
+V4: tuple[str, ...] = (
+    """
+    CREATE TABLE candidates (
+        episode_id TEXT NOT NULL,
+        sentence INTEGER NOT NULL,
+        conversation_id TEXT NOT NULL,
+        content_type TEXT NOT NULL,
+        sensitivity TEXT NOT NULL,
+        time_kind TEXT NOT NULL,
+        score REAL NOT NULL,
+        model_id TEXT NOT NULL,
+        marked_at TEXT NOT NULL,
+        record_id TEXT,
+        PRIMARY KEY (episode_id, sentence)
+    )
+    """,
+    "CREATE INDEX candidates_conversation ON candidates (conversation_id)",
+    """
+    CREATE TABLE ended_conversations (
+        conversation_id TEXT PRIMARY KEY,
+        ended_at TEXT NOT NULL
+    )
+    """,
+    """
+    CREATE TABLE device_only_classes (
+        sensitivity TEXT PRIMARY KEY,
+        chosen_at TEXT NOT NULL
+    )
+    """,
+    "ALTER TABLE episodes ADD COLUMN device_only INTEGER NOT NULL DEFAULT 0",
+    "ALTER TABLE records ADD COLUMN device_only INTEGER NOT NULL DEFAULT 0",
+    f"""
+    CREATE TABLE op_queue_v4 (
+        seq INTEGER PRIMARY KEY AUTOINCREMENT,
+        op_id TEXT NOT NULL UNIQUE,
+        kind TEXT NOT NULL CHECK (kind IN ({_KIND_LIST_V4})),
+        record_id TEXT,
+        episode_id TEXT,
+        artifact_id TEXT,
+        version INTEGER,
+        op_json TEXT NOT NULL,
+        queued_at TEXT NOT NULL
+    )
+    """,
+    "INSERT INTO op_queue_v4 SELECT seq, op_id, kind, record_id, episode_id, artifact_id, "
+    "version, op_json, queued_at FROM op_queue",
+    "DROP TABLE op_queue",
+    "ALTER TABLE op_queue_v4 RENAME TO op_queue",
+    "CREATE INDEX op_queue_record ON op_queue (record_id)",
+    "CREATE INDEX op_queue_episode ON op_queue (episode_id)",
+    "CREATE INDEX op_queue_artifact ON op_queue (artifact_id)",
+)

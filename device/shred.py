@@ -18,7 +18,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
-from device import search, store
+from device import candidates, search, store
 from device.db import Database
 from protocol.model import LifecycleState
 
@@ -99,6 +99,7 @@ def shred_record(
             f"DELETE FROM {table} WHERE record_id = ? OR episode_id IN ({ep_marks or 'NULL'})",
             [record_id, *ep_values],
         )
+    candidates.drop_for_episodes(db, ep_values)
     for episode_id in ep_values:
         db.execute(
             "INSERT OR IGNORE INTO forgotten_episodes (episode_id, forgotten_at) VALUES (?, ?)",
@@ -168,6 +169,7 @@ def shred_episodes(db: Database, episode_ids: Iterable[str], *, forgotten_at: st
         db.execute(f"DELETE FROM data_keys WHERE key_id IN ({_marks(keys)[0]})", keys)
     for table in ("op_queue", "receipts", "local_receipts"):
         db.execute(f"DELETE FROM {table} WHERE episode_id IN ({ep_marks})", ep_values)
+    candidates.drop_for_episodes(db, ep_values)
     for episode_id in ep_values:
         db.execute(
             "INSERT OR IGNORE INTO forgotten_episodes (episode_id, forgotten_at) VALUES (?, ?)",

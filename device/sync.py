@@ -25,11 +25,11 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from device import catalog, effects, search, shred, store
+from device import candidates, catalog, effects, search, shred, store
 from device.client import CloudClient
 from device.db import Database
 from device.errors import ChangeDoesNotOpen, ServerError, ServerRefused
-from device.facts import current_content
+from device.facts import current_content, episode_facts
 from device.keys import (
     SealedItem,
     SealedKeyDoesNotOpen,
@@ -59,6 +59,7 @@ from protocol.messages import (
 from protocol.model import ArtifactContent, LifecycleState, RecordContent
 from protocol.operations import MAX_OPS_PER_PUSH, OPERATION_ADAPTER, Receipt, ReceiptStatus
 from protocol.rules import derivation_closure
+from protocol.sentences import normalise, split_sentences
 
 FORGOTTEN = LifecycleState.FORGOTTEN.value
 # A refused forget still leaves no content anywhere: the cloud already forgot the
@@ -146,12 +147,12 @@ class SyncSession:
                     "which this device no longer holds"
                 )
             op["text"] = store.open_episode(self.db, episode).text
-        elif kind in ("remember", "correct"):
+        elif kind in ("remember", "correct", "revise_rule"):
             content = self._sealed_version(row)
             op["text"] = content.text
             if kind == "remember" and content.subject is not None:
                 op["subject"] = content.subject
-        elif kind == "infer":
+        elif kind in ("infer", "consolidate"):
             op["content"] = self._sealed_version(row).model_dump(mode="json")
         elif kind == "add_artifact":
             artifact = catalog.artifact_row(self.db, row["artifact_id"])
@@ -359,6 +360,20 @@ class SyncSession:
         )
         if local is None:
             catalog.index_subject(self.db, change.record_id, content)
+        if content.background:
+            self._resolve_candidates(change.record_id, content)
+
+    def _resolve_candidates(self, record_id: str, content: RecordContent) -> None:
+        """The cloud consolidated this device's candidate: note which record it became
+        (the candidate whose sentence is the record's text, in its source episode)."""
+        wanted = normalise(content.text)
+        for episode_id in content.source_episode_ids:
+            facts = episode_facts(self.db, episode_id)
+            if facts is None:
+                continue
+            for index, sentence in enumerate(split_sentences(facts.text)):
+                if normalise(sentence) == wanted:
+                    candidates.resolve(self.db, [(episode_id, index)], record_id)
 
     def _record_state(self, change: RecordStateChange) -> None:
         local = store.record_row(self.db, change.record_id)

@@ -81,6 +81,9 @@ class RecordView:
     conflicts_with: tuple[str, ...] = ()
     versions: tuple[int, ...] = ()
     line: str | None = None
+    background: bool = False  # written by background consolidation ("recently learned")
+    device_only: bool = False  # a sensitive class kept only on this device: never synced
+    derived_from: tuple[str, ...] = ()
 
     @property
     def lifecycle_state(self) -> LifecycleState:
@@ -117,6 +120,34 @@ class VersionView:
     epistemic_state: str
     text: str | None  # None when it no longer opens
     note: str  # e.g. "current" or "corrected on 2026-03-02; no longer active"
+
+
+@dataclass(frozen=True, slots=True)
+class DetectedSentence:
+    """One sentence of what the user typed, as the on-device detector read it."""
+
+    sentence: int
+    text: str
+    candidate: bool
+    score: float
+    content_type: str
+    sensitivity: str
+    time_kind: str
+
+
+@dataclass(frozen=True, slots=True)
+class SaidResult:
+    """What ``say`` logged: the episode, what the detector saw, and whether the episode
+    is kept only on this device (a device-only sensitive class)."""
+
+    episode_id: str
+    sentences: tuple[DetectedSentence, ...]
+    device_only: bool
+    model_id: str
+
+    @property
+    def candidates(self) -> tuple[DetectedSentence, ...]:
+        return tuple(s for s in self.sentences if s.candidate)
 
 
 @dataclass(slots=True)

@@ -19,12 +19,9 @@ from protocol.operations import (
     AddArtifact,
     AddEpisode,
     AnyOperation,
-    Correct,
     ForgetArea,
-    ForgetPermanently,
-    Infer,
+    MarkCandidate,
     Receipt,
-    Remember,
     SetProject,
 )
 from protocol.receipts import duplicate_of, receipt_for
@@ -32,20 +29,25 @@ from protocol.rules import (
     Accept,
     AddVersion,
     CreateArtifact,
+    CreateCandidate,
     CreateEpisode,
     CreateRecord,
     DerivedItem,
     Effect,
+    EndConversation,
     EpisodeFacts,
     Facts,
     FlagConflict,
     FlagSuperseded,
     ForgetRecords,
     RecordFacts,
+    ResolveCandidates,
     SetLifecycle,
     SetProjectState,
     SetUsage,
     decide,
+    episodes_named,
+    parents_named,
 )
 
 
@@ -77,6 +79,9 @@ class Ledger:
     receipts: dict[str, Receipt] = field(default_factory=dict)
     forgotten_episodes: set[str] = field(default_factory=set)
     forgotten_artifacts: set[str] = field(default_factory=set)
+    # (episode, sentence) -> the record it was consolidated into (None: waiting)
+    candidates: dict[tuple[str, int], str | None] = field(default_factory=dict)
+    ended_conversations: set[str] = field(default_factory=set)
 
     def facts(self, record_id: str) -> RecordFacts | None:
         record = self.records.get(record_id)
@@ -107,20 +112,10 @@ class Ledger:
 
 
 def facts_for(ledger: Ledger, op: AnyOperation) -> Facts:
-    episode_ids: list[str] = []
-    parents: list[str] = []
-    if isinstance(op, AddEpisode):
-        episode_ids = [op.episode_id]
-    elif isinstance(op, ForgetPermanently):
-        episode_ids = list(op.episode_ids)
-    elif isinstance(op, Remember | Correct):
-        episode_ids = list(op.source_episode_ids)
-    if isinstance(op, Infer):
-        episode_ids = list(op.content.source_episode_ids)
-        parents = list(op.content.derived_from)
-    if isinstance(op, AddArtifact):
-        parents = list(op.derived_from)
     record_id = getattr(op, "record_id", None)
+    current = ledger.facts(record_id) if record_id else None
+    episode_ids = episodes_named(op, current.content if current else None)
+    parents = parents_named(op)
     related = [
         f for rid in ledger.records if rid != record_id and (f := ledger.facts(rid)) is not None
     ]
@@ -143,7 +138,7 @@ def facts_for(ledger: Ledger, op: AnyOperation) -> Facts:
     )
     return Facts(
         space_id=ledger.space_id,
-        record=ledger.facts(record_id) if record_id else None,
+        record=current,
         episodes=episodes,
         related=related,
         children=ledger.children(),
@@ -152,6 +147,8 @@ def facts_for(ledger: Ledger, op: AnyOperation) -> Facts:
         projects=dict(ledger.projects),
         artifact_exists=artifact_exists,
         account_key=ledger.account_key,
+        candidate_marked=isinstance(op, MarkCandidate)
+        and (op.episode_id, op.sentence) in ledger.candidates,
     )
 
 
@@ -173,7 +170,7 @@ def _perform(ledger: Ledger, op: AnyOperation, effect: Effect) -> None:
     if isinstance(effect, CreateEpisode):
         assert isinstance(op, AddEpisode)
         ledger.episodes[op.episode_id] = EpisodeFacts(
-            op.episode_id, op.conversation_id, op.text, op.typed_at
+            op.episode_id, op.conversation_id, op.text, op.typed_at, op.source_kind, op.source_id
         )
     elif isinstance(effect, CreateRecord):
         ledger.records[effect.record_id] = LedgerRecord(
@@ -197,6 +194,14 @@ def _perform(ledger: Ledger, op: AnyOperation, effect: Effect) -> None:
     elif isinstance(effect, SetProjectState):
         assert isinstance(op, SetProject)
         ledger.projects[effect.project] = effect.open
+    elif isinstance(effect, CreateCandidate):
+        ledger.candidates[(effect.episode_id, effect.sentence)] = None
+    elif isinstance(effect, EndConversation):
+        ledger.ended_conversations.add(effect.conversation_id)
+    elif isinstance(effect, ResolveCandidates):
+        for ref in effect.candidates:
+            if (ref.episode_id, ref.sentence) in ledger.candidates:
+                ledger.candidates[(ref.episode_id, ref.sentence)] = effect.record_id
     else:
         assert isinstance(effect, ForgetRecords)
         _forget(ledger, effect)
@@ -218,3 +223,5 @@ def _forget(ledger: Ledger, effect: ForgetRecords) -> None:
     for episode_id in gone_episodes:
         if ledger.episodes.pop(episode_id, None) is not None:
             ledger.forgotten_episodes.add(episode_id)
+    for key in [k for k in ledger.candidates if k[0] in gone_episodes]:
+        del ledger.candidates[key]

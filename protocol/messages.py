@@ -21,6 +21,8 @@ from protocol.model import (
     LifecycleState,
     ProjectName,
     Sensitivity,
+    SourceId,
+    SourceKind,
     Text,
     UsageRestriction,
 )
@@ -115,10 +117,12 @@ class PushResponse(Envelope):
 
 
 class EpisodeContent(WireModel):
-    """What an episode seals."""
+    """What an episode seals: its words and where they came from."""
 
     conversation_id: ConversationId
     text: Text
+    source_kind: SourceKind = SourceKind.USER_STATEMENT
+    source_id: SourceId | None = None
 
 
 class RecordVersionChange(WireModel):

@@ -116,6 +116,7 @@ class Initiator(StrEnum):
 
 
 Text = Annotated[str, Field(min_length=1, max_length=MAX_TEXT_CHARS)]
+SourceId = Annotated[str, Field(min_length=1, max_length=512)]
 ProjectName = Annotated[str, Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9 _.-]{0,63}$")]
 CustomTypeName = Annotated[str, Field(pattern=r"^[a-z][a-z0-9_]{1,39}$")]
 LifeAreas = Annotated[list[LifeArea], Field(min_length=1, max_length=10)]
@@ -212,6 +213,7 @@ class RecordContent(WireModel):
     subject: Annotated[str, Field(max_length=200)] | None = None
     derived_from: list[RecordId] = []
     said_at: UtcDatetime | None = None
+    background: bool = False  # written by background consolidation, not in conversation
 
     @model_validator(mode="after")
     def _consistent(self) -> RecordContent:
@@ -272,12 +274,15 @@ class Skeleton(WireModel):
 
 
 class Episode(WireModel):
-    """What the user typed, once, in a conversation."""
+    """What the user typed, once, in a conversation (or, with another ``source_kind``,
+    what a behaviour event, source, page or import said)."""
 
     id: EpisodeId
     conversation_id: ConversationId
     text: Text
     typed_at: UtcDatetime
+    source_kind: SourceKind = SourceKind.USER_STATEMENT
+    source_id: SourceId | None = None
 
 
 class ArtifactKind(StrEnum):

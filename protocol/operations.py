@@ -28,6 +28,8 @@ from protocol.model import (
     RecordContent,
     Sensitivity,
     SourceEpisodes,
+    SourceId,
+    SourceKind,
     Text,
     TimeKind,
     UsageRestriction,
@@ -42,13 +44,29 @@ class _Op(WireModel):
 
 
 class AddEpisode(_Op):
-    """Log what the user typed in a conversation (the episode log 'said' is checked against)."""
+    """Log what the user typed in a conversation (the episode log 'said' is checked against).
+
+    ``source_kind`` says where the words came from: only ``user_statement`` episodes can
+    ever make a record "said". Behaviour events, connected sources, external content
+    (web page, email, document, calendar invite, another agent, tool output) and imports
+    are logged as episodes of their own kind, with ``source_id`` naming the source.
+    """
 
     kind: Literal["add_episode"] = "add_episode"
     episode_id: EpisodeId
     conversation_id: ConversationId
     text: Text
     typed_at: UtcDatetime
+    source_kind: SourceKind = SourceKind.USER_STATEMENT
+    source_id: SourceId | None = None
+
+    @model_validator(mode="after")
+    def _named_source(self) -> AddEpisode:
+        if self.source_kind is not SourceKind.USER_STATEMENT and self.source_id is None:
+            raise ValueError(
+                f"episode {self.episode_id} from {self.source_kind.value} must name its source"
+            )
+        return self
 
 
 class Remember(_Op):
@@ -162,6 +180,86 @@ class Infer(_Op):
         return self
 
 
+class MarkCandidate(_Op):
+    """The on-device detector's verdict: sentence ``sentence`` (0-based, as
+    ``protocol.sentences.split_sentences`` splits it) of an episode is a memory
+    candidate, with the labels the detector gave it. Carries no text; the consolidator
+    reads the episode. Nothing is written as a record until it is consolidated."""
+
+    kind: Literal["mark_candidate"] = "mark_candidate"
+    episode_id: EpisodeId
+    sentence: Annotated[int, Field(ge=0, le=255)]
+    content_type: ContentType
+    sensitivity: Sensitivity
+    time_kind: TimeKind
+    score: Annotated[float, Field(ge=0.0, le=1.0)]
+    model_id: Annotated[str, Field(min_length=1, max_length=128)]
+
+
+class EndSession(_Op):
+    """A conversation ended: its candidates are ready for the session-end consolidation."""
+
+    kind: Literal["end_session"] = "end_session"
+    conversation_id: ConversationId
+
+
+class CandidateRef(WireModel):
+    episode_id: EpisodeId
+    sentence: Annotated[int, Field(ge=0, le=255)]
+
+
+class Consolidate(_Op):
+    """A record the consolidator made in the background from candidates or observations.
+
+    It may be *said* only if its text is one whole sentence the user typed in the source
+    episode (checked against the episode log like ``remember``); otherwise it is
+    observed, inferred or a hypothesis. Normal-class facts become active ("recently
+    learned"); sensitive classes, behaviour rules, external content and imports stay
+    candidates. Naming an existing record the consolidator made refreshes it (a new
+    version), e.g. an observation summary with more evidence.
+    """
+
+    kind: Literal["consolidate"] = "consolidate"
+    record_id: RecordId
+    content: RecordContent
+    candidates: Annotated[list[CandidateRef], Field(max_length=64)] = []
+
+    @model_validator(mode="after")
+    def _known_state(self) -> Consolidate:
+        if self.content.epistemic_state in (EpistemicState.VERIFIED, EpistemicState.INVALID):
+            raise ValueError(
+                f"a consolidated record is said, observed, inferred or hypothesis, "
+                f"not {self.content.epistemic_state.value}"
+            )
+        return self
+
+
+class Corroborate(_Op):
+    """A second, independent piece of evidence from a different source for an external
+    candidate: with it the candidate becomes active and verified (never a rule)."""
+
+    kind: Literal["corroborate"] = "corroborate"
+    record_id: RecordId
+    episode_id: EpisodeId
+
+
+class ReviseRule(_Op):
+    """The user rewrites (or, with an older version's text, undoes a change to) a
+    behaviour rule: a new version, checked again by ``protocol.behaviour``."""
+
+    kind: Literal["revise_rule"] = "revise_rule"
+    record_id: RecordId
+    text: Text
+
+
+class PassTime(_Op):
+    """The daily time job: a record whose date has passed is kept as something in the
+    past (a new version with time kind ``past``; the words are unchanged)."""
+
+    kind: Literal["pass_time"] = "pass_time"
+    record_id: RecordId
+
+
 class AddArtifact(_Op):
     """A derived item (summary, text view, embedding, cached copy) and what it came from."""
 
@@ -194,6 +292,12 @@ AnyOperation = (
     | Infer
     | AddArtifact
     | SetProject
+    | MarkCandidate
+    | EndSession
+    | Consolidate
+    | Corroborate
+    | ReviseRule
+    | PassTime
 )
 Operation = Annotated[AnyOperation, Field(discriminator="kind")]
 OPERATION_ADAPTER: TypeAdapter[AnyOperation] = TypeAdapter(Operation)
@@ -222,6 +326,7 @@ class RefusalCode(StrEnum):
     NOT_ALLOWED = "not_allowed"
     STRONG_AUTH_REQUIRED = "strong_auth_required"
     UNKNOWN_PROJECT = "unknown_project"
+    CANDIDATE_EXISTS = "candidate_exists"
 
 
 class EffectKind(StrEnum):
@@ -241,6 +346,13 @@ class EffectKind(StrEnum):
     ARTIFACT_ADDED = "artifact_added"
     PROJECT_OPENED = "project_opened"
     PROJECT_CLOSED = "project_closed"
+    CANDIDATE_MARKED = "candidate_marked"
+    SESSION_ENDED = "session_ended"
+    LEARNED = "learned"
+    REFRESHED = "refreshed"
+    CORROBORATED = "corroborated"
+    RULE_REVISED = "rule_revised"
+    TIME_PASSED = "time_passed"
 
 
 class Receipt(WireModel):

@@ -28,6 +28,13 @@ MESSAGES = {
     EffectKind.ARTIFACT_ADDED: "Derived item stored.",
     EffectKind.PROJECT_OPENED: "Project open.",
     EffectKind.PROJECT_CLOSED: "Project closed; its memories are left out until you reopen it.",
+    EffectKind.CANDIDATE_MARKED: "Noted as a memory candidate; it is written in the background.",
+    EffectKind.SESSION_ENDED: "Conversation ended; its candidates will be consolidated.",
+    EffectKind.LEARNED: "Learned in the background.",
+    EffectKind.REFRESHED: "Updated with new evidence.",
+    EffectKind.CORROBORATED: "A second, independent source confirms it; it is now active.",
+    EffectKind.RULE_REVISED: "Behaviour rule updated; the earlier version stays in its history.",
+    EffectKind.TIME_PASSED: "Its time has passed; I keep it as something in the past.",
 }
 
 

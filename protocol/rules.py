@@ -7,9 +7,14 @@ Invariants:
 - A newer said statement on the same subject wins; the older is flagged, not lost. A
   record on the same subject from another kind of source is a conflict: both flagged.
   A one-off record is an exception and touches neither.
-- Anything from external content or an import stays a candidate and can never become
-  a behaviour rule. Sensitive classes and behaviour rules wait for the user's
-  confirmation; only the user confirms.
+- Anything from external content or an import (its own source kind, a source
+  episode's, or a parent record's) stays a candidate and can never become a behaviour
+  rule, a preference or the user's words; it goes live only by the user's confirmation
+  or a second, independent source (``corroborate``). Sensitive classes and behaviour
+  rules wait for the user's confirmation; only the user confirms. A behaviour rule is
+  never authority (``protocol.behaviour``).
+- Only episodes the user typed can make a record "said"; background consolidation
+  passes the same verbatim check as ``remember``.
 - Forgetting covers everything derived from the record, transitively.
 - A mass forget needs the user as initiator and a valid strong-authentication proof.
 - ``decide`` reads only the facts it is handed and returns effects as data.
@@ -22,13 +27,15 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-from protocol import strongauth, subjects
+from protocol import behaviour, strongauth, subjects
 from protocol.model import (
     ArtifactKind,
+    ContentType,
     EpistemicState,
     Initiator,
     Layer,
     LifecycleState,
+    Observation,
     RecordContent,
     Sensitivity,
     SourceKind,
@@ -39,22 +46,29 @@ from protocol.operations import (
     AddArtifact,
     AddEpisode,
     AnyOperation,
+    CandidateRef,
     Confirm,
+    Consolidate,
     Correct,
+    Corroborate,
     DontUse,
     EffectKind,
+    EndSession,
     ForgetArea,
     ForgetPermanently,
     Infer,
+    MarkCandidate,
+    PassTime,
     Reaffirm,
     RefusalCode,
     Remember,
     RestrictUsage,
+    ReviseRule,
     SetProject,
     UseAgain,
 )
-from protocol.sentences import check_said
-from protocol.timeline import DEFAULT_FOR_NOW
+from protocol.sentences import check_said, split_sentences
+from protocol.timeline import DEFAULT_FOR_NOW, effective_time_kind
 
 # --- facts: what the caller's store knows ------------------------------------------
 
@@ -78,6 +92,8 @@ class EpisodeFacts:
     conversation_id: str
     text: str
     typed_at: datetime | None = None
+    source_kind: SourceKind = SourceKind.USER_STATEMENT
+    source_id: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -106,12 +122,49 @@ class Facts:
     projects: Mapping[str, bool] = field(default_factory=dict)
     artifact_exists: bool = False
     account_key: bytes | None = None
+    candidate_marked: bool = False
 
 
 @dataclass(frozen=True, slots=True)
 class DerivedItem:
     kind: str  # "record" or "artifact"
     item_id: str
+
+
+def episodes_named(op: AnyOperation, record: RecordContent | None = None) -> list[str]:
+    """The episode ids whose facts ``decide(op)`` looks at. ``record``: the current
+    content of the record the op names, when the caller has read it (a corroboration
+    compares its sources with the record's own episodes)."""
+    if isinstance(op, AddEpisode | MarkCandidate):
+        return [op.episode_id]
+    if isinstance(op, ForgetPermanently):
+        return list(op.episode_ids)
+    if isinstance(op, Remember | Correct):
+        return list(op.source_episode_ids)
+    if isinstance(op, Infer | Consolidate):
+        return list(op.content.source_episode_ids)
+    if isinstance(op, Corroborate):
+        own = list(record.source_episode_ids) if record is not None else []
+        return [op.episode_id, *own]
+    return []
+
+
+def parents_named(op: AnyOperation) -> list[str]:
+    """The records ``op`` says it derives from (their facts go in ``known_records``)."""
+    if isinstance(op, Infer | Consolidate):
+        return list(op.content.derived_from)
+    if isinstance(op, AddArtifact):
+        return list(op.derived_from)
+    return []
+
+
+def related_text(op: AnyOperation) -> tuple[str, str | None] | None:
+    """The text and subject whose same-subject records ``decide(op)`` checks."""
+    if isinstance(op, Remember):
+        return op.text, op.subject
+    if isinstance(op, Infer | Consolidate):
+        return op.content.text, op.content.subject
+    return None
 
 
 # --- effects: what the store must do ------------------------------------------------
@@ -200,6 +253,28 @@ class SetProjectState:
     open: bool
 
 
+@dataclass(frozen=True, slots=True)
+class CreateCandidate:
+    """A detector's candidate: labels only; the words stay in their episode."""
+
+    episode_id: str
+    sentence: int
+    conversation_id: str
+
+
+@dataclass(frozen=True, slots=True)
+class EndConversation:
+    conversation_id: str
+
+
+@dataclass(frozen=True, slots=True)
+class ResolveCandidates:
+    """These candidates were consolidated into ``record_id``."""
+
+    candidates: tuple[CandidateRef, ...]
+    record_id: str
+
+
 Effect = (
     CreateEpisode
     | CreateRecord
@@ -211,6 +286,9 @@ Effect = (
     | ForgetRecords
     | CreateArtifact
     | SetProjectState
+    | CreateCandidate
+    | EndConversation
+    | ResolveCandidates
 )
 
 
@@ -317,6 +395,14 @@ def _said(
             f"record {record_id}: episode(s) {', '.join(elsewhere)} belong to another "
             f"conversation than {conversation_id}",
         )
+    not_typed = [e for e in sources if known[e].source_kind is not SourceKind.USER_STATEMENT]
+    if not_typed:
+        kinds = sorted({known[e].source_kind.value for e in not_typed})
+        return Refuse(
+            RefusalCode.NOT_SAID,
+            f"record {record_id} refused: episode(s) {', '.join(not_typed)} hold "
+            f"{', '.join(kinds)}, not words the user typed; only the user's words are said",
+        )
     for episode_id in sources:
         if check_said(text, [known[episode_id].text]).ok:
             return known[episode_id]
@@ -416,33 +502,89 @@ def _with_conflicts(content: RecordContent, conflicts: Sequence[str]) -> RecordC
     return content.model_copy(update={"evidence": evidence})
 
 
+EXTERNAL_KINDS = (SourceKind.EXTERNAL_CONTENT, SourceKind.IMPORT)
+
+
+def _external_origin(content: RecordContent, facts: Facts) -> str | None:
+    """Why ``content`` counts as derived from external content or an import (None: it
+    does not): its own source kind, a source episode's, or a parent record's."""
+    if content.source_kind in EXTERNAL_KINDS:
+        return f"it comes from {content.source_kind.value}"
+    for episode_id in content.source_episode_ids:
+        episode = (facts.episodes or {}).get(episode_id)
+        if episode is not None and episode.source_kind in EXTERNAL_KINDS:
+            return f"its episode {episode_id} holds {episode.source_kind.value}"
+    for parent_id in content.derived_from:
+        parent = facts.known_records.get(parent_id)
+        if (
+            parent is not None
+            and parent.content is not None
+            and (parent.content.source_kind in EXTERNAL_KINDS)
+        ):
+            return f"it is derived from {parent_id}, which holds external content"
+    return None
+
+
+def _background_problem(record_id: str, content: RecordContent, facts: Facts) -> Refuse | None:
+    """What no background write may do: make external content a rule, a preference or
+    the user's own statement; write a rule that is authority; cite missing episodes."""
+    known = facts.episodes or {}
+    missing = [e for e in content.source_episode_ids if e not in known]
+    if missing:
+        return Refuse(
+            RefusalCode.UNKNOWN_EPISODE,
+            f"record {record_id} names episode(s) {', '.join(missing)} that this space "
+            "does not hold",
+        )
+    problem = _check_parents(record_id, content.derived_from, facts)
+    if problem is not None:
+        return problem
+    external = _external_origin(content, facts)
+    if external is not None:
+        if content.layer is Layer.BEHAVIOUR_RULE:
+            return Refuse(
+                RefusalCode.NOT_ALLOWED,
+                f"record {record_id}: {external}; external content can never become a "
+                "behaviour rule",
+            )
+        if content.content_type is ContentType.PREFERENCE:
+            return Refuse(
+                RefusalCode.NOT_ALLOWED,
+                f"record {record_id}: {external}; external content can never become a "
+                "preference rule (a source cannot say what the user prefers)",
+            )
+        if content.source_kind not in EXTERNAL_KINDS:
+            return Refuse(
+                RefusalCode.NOT_ALLOWED,
+                f"record {record_id}: {external}, so its source kind cannot be "
+                f"{content.source_kind.value}",
+            )
+    if content.layer is Layer.BEHAVIOUR_RULE:
+        problem_text = behaviour.rule_problem(content.text)
+        if problem_text is not None:
+            return Refuse(RefusalCode.NOT_ALLOWED, f"record {record_id}: {problem_text}")
+    return None
+
+
+def _background_lifecycle(content: RecordContent, facts: Facts) -> LifecycleState:
+    """Normal-class facts go live; sensitive classes, behaviour rules, external content
+    and imports wait for the user's confirmation."""
+    waits = _external_origin(content, facts) is not None
+    waits = waits or content.layer is Layer.BEHAVIOUR_RULE
+    waits = waits or content.sensitivity is not Sensitivity.NORMAL
+    return LifecycleState.CANDIDATE if waits else LifecycleState.ACTIVE
+
+
 def _infer(op: Infer, facts: Facts) -> Decision:
     if facts.record is not None:
         if facts.record.lifecycle is LifecycleState.FORGOTTEN:
             return _refuse_forgotten(op.record_id)
         return Refuse(RefusalCode.RECORD_EXISTS, f"record {op.record_id} already exists")
     content = op.content
-    external = content.source_kind in (SourceKind.EXTERNAL_CONTENT, SourceKind.IMPORT)
-    if external and content.layer is Layer.BEHAVIOUR_RULE:
-        return Refuse(
-            RefusalCode.NOT_ALLOWED,
-            f"record {op.record_id} comes from {content.source_kind.value}; external content "
-            "can never become a behaviour rule",
-        )
-    known = facts.episodes or {}
-    missing = [e for e in content.source_episode_ids if e not in known]
-    if missing:
-        return Refuse(
-            RefusalCode.UNKNOWN_EPISODE,
-            f"record {op.record_id} names episode(s) {', '.join(missing)} that this space "
-            "does not hold",
-        )
-    problem = _check_parents(op.record_id, content.derived_from, facts)
+    problem = _background_problem(op.record_id, content, facts)
     if problem is not None:
         return problem
-    waits = external or content.layer is Layer.BEHAVIOUR_RULE
-    waits = waits or content.sensitivity is not Sensitivity.NORMAL
-    lifecycle = LifecycleState.CANDIDATE if waits else LifecycleState.ACTIVE
+    lifecycle = _background_lifecycle(content, facts)
     content = content.model_copy(
         update={"expected_end": _default_end(content.time_kind, content.expected_end, op.made_at)}
     )
@@ -451,6 +593,209 @@ def _infer(op: Infer, facts: Facts) -> Decision:
         content = _with_conflicts(content, conflicts)
     create = CreateRecord(op.record_id, 1, lifecycle, content)
     return Accept((create, *relations), EffectKind.CREATED, op.record_id, (1,))
+
+
+def _consolidate(op: Consolidate, facts: Facts) -> Decision:
+    if op.initiated_by is not Initiator.ASSISTANT:
+        return Refuse(
+            RefusalCode.NOT_ALLOWED,
+            f"record {op.record_id}: consolidation is the assistant's background work; "
+            "the user keeps a sentence with remember",
+        )
+    content = op.content.model_copy(update={"background": True})
+    problem = _background_problem(op.record_id, content, facts)
+    if problem is not None:
+        return problem
+    if content.epistemic_state is EpistemicState.SAID:
+        if content.conversation_id is None:
+            return Refuse(
+                RefusalCode.NOT_SAID,
+                f"record {op.record_id} refused: a said record names the conversation "
+                "it was typed in",
+            )
+        said = _said(
+            op.record_id,
+            content.text,
+            content.conversation_id,
+            content.source_episode_ids,
+            facts,
+        )
+        if isinstance(said, Refuse):
+            return said
+        content = content.model_copy(update={"said_at": said.typed_at or op.made_at})
+    content = content.model_copy(
+        update={"expected_end": _default_end(content.time_kind, content.expected_end, op.made_at)}
+    )
+    resolve = ResolveCandidates(tuple(op.candidates), op.record_id)
+    existing = facts.record
+    if existing is not None:
+        if existing.lifecycle is LifecycleState.FORGOTTEN:
+            return _refuse_forgotten(op.record_id)
+        assert existing.content is not None
+        if not existing.content.background or existing.content.epistemic_state in (
+            EpistemicState.SAID,
+            EpistemicState.VERIFIED,
+            EpistemicState.INVALID,
+        ):
+            return Refuse(
+                RefusalCode.RECORD_EXISTS,
+                f"record {op.record_id} exists and is not the consolidator's own derived "
+                "record; the consolidator refreshes only what it derived",
+            )
+        lifecycle = (
+            existing.lifecycle
+            if existing.lifecycle is not LifecycleState.ACTIVE
+            else _background_lifecycle(content, facts)
+        )
+        new = existing.version + 1
+        refresh = AddVersion(op.record_id, new, existing.version, content, lifecycle)
+        return Accept(
+            (refresh, resolve), EffectKind.REFRESHED, op.record_id, (existing.version, new)
+        )
+    lifecycle = _background_lifecycle(content, facts)
+    relations, conflicts = _relations(op.record_id, content, facts)
+    if conflicts:
+        content = _with_conflicts(content, conflicts)
+    create = CreateRecord(op.record_id, 1, lifecycle, content)
+    return Accept((create, *relations, resolve), EffectKind.LEARNED, op.record_id, (1,))
+
+
+def _mark_candidate(op: MarkCandidate, facts: Facts) -> Decision:
+    episode = (facts.episodes or {}).get(op.episode_id)
+    if episode is None:
+        return Refuse(
+            RefusalCode.UNKNOWN_EPISODE,
+            f"candidate {op.episode_id}#{op.sentence}: episode {op.episode_id} is not held "
+            "here (or its content was forgotten)",
+        )
+    sentences = len(split_sentences(episode.text))
+    if op.sentence >= sentences:
+        return Refuse(
+            RefusalCode.MALFORMED,
+            f"candidate {op.episode_id}#{op.sentence}: the episode has only {sentences} "
+            "sentence(s)",
+        )
+    if facts.candidate_marked:
+        return Refuse(
+            RefusalCode.CANDIDATE_EXISTS,
+            f"candidate {op.episode_id}#{op.sentence} is already marked",
+        )
+    effect = CreateCandidate(op.episode_id, op.sentence, episode.conversation_id)
+    return Accept((effect,), EffectKind.CANDIDATE_MARKED)
+
+
+def _end_session(op: EndSession, facts: Facts) -> Decision:
+    return Accept((EndConversation(op.conversation_id),), EffectKind.SESSION_ENDED)
+
+
+def _corroborate(op: Corroborate, facts: Facts) -> Decision:
+    record = _existing(op.record_id, facts)
+    if isinstance(record, Refuse):
+        return record
+    assert record.content is not None
+    content = record.content
+    if record.lifecycle is not LifecycleState.CANDIDATE or content.source_kind not in (
+        EXTERNAL_KINDS
+    ):
+        return Refuse(
+            RefusalCode.WRONG_STATE,
+            f"record {op.record_id} is {record.lifecycle.value} from "
+            f"{content.source_kind.value}; only a candidate from external content is "
+            "corroborated",
+        )
+    episode = (facts.episodes or {}).get(op.episode_id)
+    if episode is None:
+        return Refuse(
+            RefusalCode.UNKNOWN_EPISODE,
+            f"record {op.record_id}: episode {op.episode_id} is not held here",
+        )
+    if episode.source_kind is SourceKind.IMPORT:
+        return Refuse(
+            RefusalCode.NOT_ALLOWED,
+            f"record {op.record_id}: an import is not independent evidence",
+        )
+    new_source = episode.source_id or f"user:{episode.conversation_id}"
+    known_sources = {o.source_id for o in content.evidence.observations}
+    for source_episode in content.source_episode_ids:
+        held = (facts.episodes or {}).get(source_episode)
+        if held is not None and held.source_id is not None:
+            known_sources.add(held.source_id)
+    if new_source in known_sources or op.episode_id in content.source_episode_ids:
+        return Refuse(
+            RefusalCode.NOT_ALLOWED,
+            f"record {op.record_id}: {new_source!r} is a source it already rests on; "
+            "two pieces of evidence from the same source count as one",
+        )
+    observation = Observation(
+        source_id=new_source,
+        source_kind=episode.source_kind,
+        at=episode.typed_at or op.made_at,
+    )
+    evidence = content.evidence.model_copy(
+        update={"observations": [*content.evidence.observations, observation]}
+    )
+    updated = content.model_copy(
+        update={
+            "epistemic_state": EpistemicState.VERIFIED,
+            "evidence": evidence,
+            "source_episode_ids": [*content.source_episode_ids, op.episode_id][-64:],
+        }
+    )
+    new = record.version + 1
+    effect = AddVersion(op.record_id, new, record.version, updated, LifecycleState.ACTIVE)
+    return Accept((effect,), EffectKind.CORROBORATED, op.record_id, (record.version, new))
+
+
+def _pass_time(op: PassTime, facts: Facts) -> Decision:
+    record = _existing(op.record_id, facts)
+    if isinstance(record, Refuse):
+        return record
+    assert record.content is not None
+    content = record.content
+    if content.time_kind is TimeKind.PAST or (
+        effective_time_kind(content, op.made_at) is not TimeKind.PAST
+    ):
+        return Refuse(
+            RefusalCode.WRONG_STATE,
+            f"record {op.record_id} is {content.time_kind.value} and its time has not passed",
+        )
+    until = content.valid_until or content.valid_from or op.made_at
+    past = content.model_copy(
+        update={"time_kind": TimeKind.PAST, "valid_until": until, "expected_end": None}
+    )
+    new = record.version + 1
+    effect = AddVersion(op.record_id, new, record.version, past, record.lifecycle)
+    return Accept((effect,), EffectKind.TIME_PASSED, op.record_id, (record.version, new))
+
+
+def _revise_rule(op: ReviseRule, facts: Facts) -> Decision:
+    if op.initiated_by is not Initiator.USER:
+        return Refuse(
+            RefusalCode.NOT_ALLOWED, f"record {op.record_id}: only the user revises a rule"
+        )
+    record = _existing(op.record_id, facts)
+    if isinstance(record, Refuse):
+        return record
+    assert record.content is not None
+    if record.content.layer is not Layer.BEHAVIOUR_RULE:
+        return Refuse(
+            RefusalCode.WRONG_STATE,
+            f"record {op.record_id} is a {record.content.layer.value}, not a behaviour rule",
+        )
+    problem = behaviour.rule_problem(op.text)
+    if problem is not None:
+        return Refuse(RefusalCode.NOT_ALLOWED, f"record {op.record_id}: {problem}")
+    content = record.content.model_copy(
+        update={"text": op.text, "epistemic_state": EpistemicState.VERIFIED}
+    )
+    lifecycle = (
+        LifecycleState.NOT_IN_USE
+        if record.lifecycle is LifecycleState.NOT_IN_USE
+        else LifecycleState.ACTIVE
+    )
+    new = record.version + 1
+    effect = AddVersion(op.record_id, new, record.version, content, lifecycle)
+    return Accept((effect,), EffectKind.RULE_REVISED, op.record_id, (record.version, new))
 
 
 def _existing(record_id: str, facts: Facts) -> Refuse | RecordFacts:
@@ -542,6 +887,15 @@ def _confirm(op: Confirm, facts: Facts) -> Decision:
             RefusalCode.WRONG_STATE,
             f"record {op.record_id} is {record.lifecycle.value}; only a candidate is confirmed",
         )
+    if record.content.layer is Layer.BEHAVIOUR_RULE:
+        problem = behaviour.rule_problem(record.content.text)
+        if problem is not None:
+            return Refuse(RefusalCode.NOT_ALLOWED, f"record {op.record_id}: {problem}")
+        if record.content.source_kind in EXTERNAL_KINDS:
+            return Refuse(
+                RefusalCode.NOT_ALLOWED,
+                f"record {op.record_id}: external content can never become a behaviour rule",
+            )
     content = record.content.model_copy(update={"epistemic_state": EpistemicState.VERIFIED})
     new = record.version + 1
     effect = AddVersion(op.record_id, new, record.version, content, LifecycleState.ACTIVE)
@@ -651,4 +1005,10 @@ _HANDLERS: dict[type, Callable[[Any, Facts], Decision]] = {
     Infer: _infer,
     AddArtifact: _add_artifact,
     SetProject: _set_project,
+    MarkCandidate: _mark_candidate,
+    EndSession: _end_session,
+    Consolidate: _consolidate,
+    Corroborate: _corroborate,
+    ReviseRule: _revise_rule,
+    PassTime: _pass_time,
 }

@@ -35,20 +35,22 @@ def snapshot(agent: DeviceAgent) -> dict[str, Any]:
 
 def test_say_and_remember(make_agent: MakeAgent) -> None:
     agent = make_agent()
-    episode = agent.say(TYPED, "conv-1")
+    said = agent.say_detected(TYPED, "conv-1")
+    episode = said.episode_id
     assert episode.startswith("ep_")
+    marks = ["mark_candidate"] * len(said.candidates)  # the detector's verdicts, no text
     result = agent.remember("I grew up in Duluth.", "conv-1")
     assert result.record_id.startswith("rec_") and result.sync_state == "pending"
     [view] = agent.list_records()
     assert (view.record_id, view.text, view.epistemic_state, view.lifecycle, view.sync_state) == (
         result.record_id, "I grew up in Duluth.", "said", "active", "pending",
     )  # fmt: skip
-    assert agent.pending_ops() == 2
+    assert agent.pending_ops() == 2 + len(marks)
     queued = agent._debug_db().all("SELECT kind, op_json FROM op_queue ORDER BY seq")
-    assert [q["kind"] for q in queued] == ["add_episode", "remember"]
+    assert [q["kind"] for q in queued] == ["add_episode", *marks, "remember"]
     for q in queued:  # the text lives only in the sealed row
         assert "Duluth" not in q["op_json"] and "text" not in json.loads(q["op_json"])
-    assert json.loads(queued[1]["op_json"])["source_episode_ids"] == [episode]
+    assert json.loads(queued[-1]["op_json"])["source_episode_ids"] == [episode]
 
 
 def test_fragment_is_refused_and_nothing_changes(make_agent: MakeAgent) -> None:
@@ -188,12 +190,12 @@ def test_forget_shreds_keys_text_and_queued_ops(make_agent: MakeAgent) -> None:
 
 def test_reopen_keeps_state(make_agent: MakeAgent) -> None:
     agent = make_agent()
-    agent.say(TYPED, "conv-1")
+    marks = len(agent.say_detected(TYPED, "conv-1").candidates)
     record = agent.remember("I grew up in Duluth.", "conv-1").record_id
     agent.close()
     again = DeviceAgent.open(agent.directory, PASSPHRASE, clock=TickingClock())
     assert [v.record_id for v in again.list_records()] == [record]
-    assert again.pending_ops() == 2
+    assert again.pending_ops() == 2 + marks
     again.close()
 
 

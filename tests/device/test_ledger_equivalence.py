@@ -22,10 +22,13 @@ from protocol.ids import make_id
 from protocol.ledger import Ledger, step
 from protocol.model import (
     ArtifactKind,
+    ContentType,
     EpistemicState,
     Initiator,
+    Layer,
     LifeArea,
     RecordContent,
+    Sensitivity,
     SourceKind,
     TimeKind,
     UsageRestriction,
@@ -34,16 +37,23 @@ from protocol.operations import (
     AddArtifact,
     AddEpisode,
     AnyOperation,
+    CandidateRef,
     Confirm,
+    Consolidate,
     Correct,
+    Corroborate,
     DontUse,
+    EndSession,
     ForgetArea,
     ForgetPermanently,
     Infer,
+    MarkCandidate,
+    PassTime,
     Reaffirm,
     Receipt,
     Remember,
     RestrictUsage,
+    ReviseRule,
     SetProject,
     UseAgain,
 )
@@ -92,7 +102,9 @@ def operation(draw: st.DrawFn, n: int, space: str) -> AnyOperation:
             ["add_episode", "add_episode", "add_episode", "remember", "remember", "remember",
              "correct", "dont_use",
              "use_again", "restrict", "confirm", "reaffirm", "forget", "infer", "infer",
-             "artifact", "project", "correct", "forget_area" if n % 3 == 0 else "dont_use"]
+             "artifact", "project", "correct", "forget_area" if n % 3 == 0 else "dont_use",
+             "mark", "end_session", "consolidate", "consolidate", "corroborate", "revise_rule",
+             "pass_time", "external"]
         )
     )  # fmt: skip
     aligned = draw(st.integers(0, 4)) > 0
@@ -165,6 +177,60 @@ def operation(draw: st.DrawFn, n: int, space: str) -> AnyOperation:
             derived_from=draw(st.lists(st.sampled_from(RECORDS), max_size=2, unique=True)),
         )
         return Infer(**base, record_id=record, content=content)
+    if kind == "external":
+        return AddEpisode(
+            **base,
+            episode_id=EPISODES[which],
+            conversation_id="inbox",
+            text=typed,
+            typed_at=base["made_at"],
+            source_kind=SourceKind.EXTERNAL_CONTENT,
+            source_id=draw(st.sampled_from(["email:m1", "web_page:w2"])),
+        )
+    if kind == "mark":
+        base["initiated_by"] = Initiator.ASSISTANT
+        return MarkCandidate(
+            **base,
+            episode_id=EPISODES[which],
+            sentence=draw(st.integers(0, 2)),
+            content_type=ContentType.PERSONAL_FACT,
+            sensitivity=draw(st.sampled_from([Sensitivity.NORMAL, Sensitivity.HEALTH])),
+            time_kind=TimeKind.PERMANENT,
+            score=0.9,
+            model_id="m",
+        )
+    if kind == "end_session":
+        return EndSession(**base, conversation_id=conversation)
+    if kind == "consolidate":
+        base["initiated_by"] = draw(st.sampled_from([Initiator.ASSISTANT] * 3 + [Initiator.USER]))
+        state = draw(
+            st.sampled_from([EpistemicState.SAID, EpistemicState.SAID, EpistemicState.OBSERVED])
+        )
+        content = RecordContent(
+            text=claim,
+            epistemic_state=state,
+            layer=draw(st.sampled_from([Layer.CONSOLIDATED_FACT, Layer.BEHAVIOUR_RULE])),
+            content_type=draw(st.sampled_from([ContentType.PERSONAL_FACT, ContentType.PREFERENCE])),
+            source_episode_ids=sources,
+            source_kind=draw(
+                st.sampled_from([SourceKind.USER_STATEMENT, SourceKind.EXTERNAL_CONTENT])
+            ),
+            conversation_id=conversation,
+            sensitivity=draw(st.sampled_from([Sensitivity.NORMAL, Sensitivity.HEALTH])),
+            derived_from=draw(st.lists(st.sampled_from(RECORDS), max_size=1)),
+        )
+        refs = [CandidateRef(episode_id=s, sentence=0) for s in sources]
+        return Consolidate(**base, record_id=record, content=content, candidates=refs)
+    if kind == "corroborate":
+        base["initiated_by"] = Initiator.ASSISTANT
+        return Corroborate(**base, record_id=record, episode_id=EPISODES[which])
+    if kind == "revise_rule":
+        text = draw(st.sampled_from(["Keep answers short.", "Pay my bills."]))
+        return ReviseRule(**base, record_id=record, text=text)
+    if kind == "pass_time":
+        base["initiated_by"] = Initiator.ASSISTANT
+        base["made_at"] = AT + timedelta(days=draw(st.sampled_from([0, 400])))
+        return PassTime(**base, record_id=record)
     if kind == "artifact":
         base["initiated_by"] = Initiator.ASSISTANT
         return AddArtifact(
@@ -244,4 +310,11 @@ def test_local_receipts_equal_the_reference_ledger(data: st.DataObject, size: in
             if record.content is not None:
                 assert (view.version, view.text) == (record.version, record.content.text)
                 assert view.superseded_by == record.superseded_by
+        marks = {
+            (r["episode_id"], r["sentence"]): r["record_id"]
+            for r in db.all("SELECT episode_id, sentence, record_id FROM candidates")
+        }
+        assert marks == ledger.candidates
+        ended = {r[0] for r in db.all("SELECT conversation_id FROM ended_conversations")}
+        assert ended == ledger.ended_conversations
         agent.close()

@@ -125,6 +125,7 @@ def test_migrations_recorded_and_idempotent(make_agent: MakeAgent) -> None:
         (1, "initial schema"),
         (2, "full memory record"),
         (3, "retrieval indexes"),
+        (4, "writing memory: candidates and device-only classes"),
     ]
     agent.close()
     again = DeviceAgent.open(agent.directory, PASSPHRASE, clock=TickingClock())
@@ -135,15 +136,17 @@ def test_migrations_recorded_and_idempotent(make_agent: MakeAgent) -> None:
 
 def test_new_migration_runs_once_in_one_transaction(tmp_path: Path) -> None:
     db = Database.create(tmp_path / "device.db", PASSPHRASE)
-    assert migrate(db, "t0") == [1, 2, 3]
-    extra = (*MIGRATIONS, Migration(4, "extra", ("CREATE TABLE extra (x)",)))
-    assert migrate(db, "t1", extra) == [4]
+    ours = [m.id for m in MIGRATIONS]
+    assert migrate(db, "t0") == ours
+    n = ours[-1]
+    extra = (*MIGRATIONS, Migration(n + 1, "extra", ("CREATE TABLE extra (x)",)))
+    assert migrate(db, "t1", extra) == [n + 1]
     assert migrate(db, "t2", extra) == []
-    assert applied(db) == [1, 2, 3, 4]
-    broken = (*extra, Migration(5, "broken", ("CREATE TABLE half (x)", "NOT SQL AT ALL")))
-    with pytest.raises(MigrationFailed, match=r"migration 5 \(broken\)"):
+    assert applied(db) == [*ours, n + 1]
+    broken = (*extra, Migration(n + 2, "broken", ("CREATE TABLE half (x)", "NOT SQL AT ALL")))
+    with pytest.raises(MigrationFailed, match=rf"migration {n + 2} \(broken\)"):
         migrate(db, "t3", broken)
-    assert applied(db) == [1, 2, 3, 4]
+    assert applied(db) == [*ours, n + 1]
     assert db.one("SELECT 1 FROM sqlite_master WHERE name = 'half'") is None
     db.close()
 
@@ -225,10 +228,13 @@ FORBIDDEN = re.compile(
 def test_only_shred_py_removes_content() -> None:
     """Fails the build if device code updates or deletes content outside device/shred.py.
 
-    ``UPDATE episodes SET sync_state`` is metadata (the trigger refuses content columns);
-    it is the only allowed statement and is matched exactly.
+    ``UPDATE episodes SET sync_state`` and ``SET device_only`` are metadata (the trigger
+    refuses content columns); they are the only allowed statements, matched exactly.
     """
-    allowed = {"UPDATE episodes SET sync_state = ?, refusal_reason = ? WHERE episode_id = ?"}
+    allowed = {
+        "UPDATE episodes SET sync_state = ?, refusal_reason = ? WHERE episode_id = ?",
+        "UPDATE episodes SET device_only = 1 WHERE episode_id = ?",
+    }
     offenders = []
     for source in sorted(DEVICE_DIR.glob("*.py")):
         text = source.read_text()

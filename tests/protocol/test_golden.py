@@ -10,6 +10,7 @@ import json
 import os
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import get_args
 
 import pytest
 from pydantic import BaseModel, ValidationError
@@ -61,19 +62,27 @@ from protocol.model import (
 from protocol.operations import (
     AddArtifact,
     AddEpisode,
+    AnyOperation,
+    CandidateRef,
     Confirm,
+    Consolidate,
     Correct,
+    Corroborate,
     DontUse,
     EffectKind,
+    EndSession,
     ForgetArea,
     ForgetPermanently,
     Infer,
+    MarkCandidate,
+    PassTime,
     Reaffirm,
     Receipt,
     ReceiptStatus,
     RefusalCode,
     Remember,
     RestrictUsage,
+    ReviseRule,
     SetProject,
     UseAgain,
 )
@@ -157,6 +166,58 @@ EVERY_OP = [
     ForgetArea(op_id="op_0000000000000013", area=LifeArea.WORK, proof=b"\x06" * 64, **USER),
     FORGET,
 ]
+PAGE = AddEpisode(
+    op_id="op_0000000000000014",
+    **USER,
+    episode_id="ep_gggggggggggggggg",
+    conversation_id="inbox",
+    text="Our office moves to Pier 4 in March.",
+    typed_at=AT,
+    source_kind=SourceKind.EXTERNAL_CONTENT,
+    source_id="email:msg-1842@example.org",
+)
+WRITING_OPS = [
+    PAGE,
+    MarkCandidate(
+        op_id="op_0000000000000015",
+        episode_id=EP,
+        sentence=0,
+        content_type=ContentType.PERSONAL_FACT,
+        sensitivity=Sensitivity.NORMAL,
+        time_kind=TimeKind.PAST,
+        score=0.93,
+        model_id="candidate-detector-v1@0123456789ab",
+        **ASSISTANT,
+    ),
+    EndSession(op_id="op_0000000000000016", conversation_id="c1", **USER),
+    Consolidate(
+        op_id="op_0000000000000017",
+        record_id="rec_hhhhhhhhhhhhhhhh",
+        content=RecordContent(
+            text="I grew up in Duluth.",
+            epistemic_state=EpistemicState.SAID,
+            time_kind=TimeKind.PAST,
+            source_episode_ids=[EP],
+            conversation_id="c1",
+            background=True,
+        ),
+        candidates=[CandidateRef(episode_id=EP, sentence=0)],
+        **ASSISTANT,
+    ),
+    Corroborate(
+        op_id="op_0000000000000018",
+        record_id="rec_iiiiiiiiiiiiiiii",
+        episode_id="ep_gggggggggggggggg",
+        **ASSISTANT,
+    ),
+    ReviseRule(
+        op_id="op_0000000000000019",
+        record_id="rec_jjjjjjjjjjjjjjjj",
+        text="Keep answers short in the morning.",
+        **USER,
+    ),
+    PassTime(op_id="op_0000000000000020", record_id=REC, **ASSISTANT),
+]
 
 EXAMPLES: dict[str, BaseModel] = {
     "enroll_request": EnrollRequest(
@@ -195,6 +256,7 @@ EXAMPLES: dict[str, BaseModel] = {
             ),
         ]
     ),
+    "push_request_writing": PushRequest(ops=[op.model_dump(mode="json") for op in WRITING_OPS]),
     "pull_request": PullRequest(cursor="MTo0Mg", limit=100),
     "pull_response": PullResponse(
         changes=[
@@ -334,3 +396,15 @@ def test_wire_models_are_frozen_and_refuse_unknown_fields() -> None:
         PullRequest.model_validate({"protocol_version": 1, "cursor": None, "surprise": 1})
     with pytest.raises(ValidationError):
         EXAMPLES["ack_request"].event_ids = []  # type: ignore[attr-defined]
+
+
+def test_every_operation_kind_is_pinned_by_a_golden_file() -> None:
+    pinned = {
+        op["kind"]
+        for name in ("push_request", "push_request_writing")
+        for op in json.loads((GOLDEN / f"{name}.json").read_text())["ops"]
+    }
+    every = {cls.model_fields["kind"].default for cls in get_args(AnyOperation)}
+    shown = {op.kind for op in [*EVERY_OP, *WRITING_OPS]}
+    assert every == shown, f"operations without an example: {sorted(every - shown)}"
+    assert {"add_episode", *(op.kind for op in WRITING_OPS)} <= pinned

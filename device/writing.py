@@ -1,0 +1,273 @@
+"""The device's write paths besides an explicit "remember this".
+
+Invariants:
+- During a conversation only the episode and the detector's candidate marks are
+  written; records come later, from background consolidation (the cloud's worker, or
+  this device for classes it keeps to itself).
+- Whether an utterance is kept only on this device is decided BEFORE its episode is
+  logged, from the caller's explicit class, the detector's label of every sentence and
+  the sensitivity lexicon (which can only raise a class); such an episode, its
+  candidates and every record made from it are never queued for the cloud.
+- External content, connected sources and behaviour events are logged as episodes of
+  their own source kind, never as the user's words; imports become candidates
+  "imported, not verified". None of them can ever be a behaviour rule (the rules
+  refuse it, whatever the caller asks).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from datetime import datetime
+
+from protocol.consolidation.observations import event_text
+
+from device import candidates
+from device.db import Database
+from device.facts import episode_facts
+from device.views import DetectedSentence, LocalResult, SaidResult
+from protocol.consolidation.content import said_content
+from protocol.consolidation.extract import Hints, RuleExtractor
+from protocol.consolidation.sensitivity import sensitivity_of
+from protocol.detection.labels import Detection
+from protocol.model import (
+    ContentType,
+    EpistemicState,
+    Evidence,
+    Initiator,
+    Observation,
+    RecordContent,
+    Sensitivity,
+    SourceKind,
+)
+from protocol.operations import (
+    AddEpisode,
+    AnyOperation,
+    CandidateRef,
+    Consolidate,
+    EndSession,
+    Infer,
+    MarkCandidate,
+)
+from protocol.sentences import split_sentences
+
+Apply = Callable[[AnyOperation, bool | None], LocalResult]
+Build = Callable[[str, str, Callable[[], AnyOperation]], AnyOperation]
+BEHAVIOUR_CONVERSATION = "behaviour"
+IMPORT_CONVERSATION = "import"
+MAX_IMPORTED_SENTENCES = 64
+# Where external content came from: each is logged as external content, its medium
+# prefixed to the source id ("email:<message id>").
+EXTERNAL_MEDIA = (
+    "web_page",
+    "email",
+    "document",
+    "calendar_invite",
+    "agent",
+    "tool_output",
+)
+
+
+@dataclass(frozen=True, slots=True)
+class Writer:
+    db: Database
+    now: Callable[[], datetime]
+    new_id: Callable[[str], str]
+    apply: Apply
+    detect: Callable[[Sequence[str]], tuple[list[Detection], str]]
+    build: Build  # builds an op; an invalid one raises an error naming the item
+
+    # --- what the user types ------------------------------------------------------------
+
+    def say(
+        self, text: str, conversation_id: str, *, sensitivity: Sensitivity | None = None
+    ) -> SaidResult:
+        """Log what the user typed and mark the sentences worth remembering."""
+        sentences = split_sentences(text) or [text]
+        detections, model_id = self.detect(sentences)
+        kept = candidates.device_only_classes(self.db)
+        classes = {
+            sensitivity_of(s, d.sensitivity) for s, d in zip(sentences, detections, strict=True)
+        }
+        if sensitivity is not None:
+            classes.add(sensitivity)
+        device_only = bool(classes & kept)
+        typed_at = self.now()
+        episode_id = self.new_id("ep")
+        episode = self.build(
+            "episode",
+            episode_id,
+            lambda: AddEpisode(
+                op_id=self.new_id("op"),
+                made_at=typed_at,
+                initiated_by=Initiator.USER,
+                episode_id=episode_id,
+                conversation_id=conversation_id,
+                text=text,
+                typed_at=typed_at,
+            ),
+        )
+        self.apply(episode, device_only)
+        shown = []
+        for index, (sentence, d) in enumerate(zip(sentences, detections, strict=True)):
+            cls = sensitivity_of(sentence, d.sensitivity)
+            if sensitivity is not None and sensitivity is not Sensitivity.NORMAL:
+                cls = sensitivity
+            shown.append(
+                DetectedSentence(
+                    sentence=index,
+                    text=sentence,
+                    candidate=d.candidate,
+                    score=d.score,
+                    content_type=d.content_type.value,
+                    sensitivity=cls.value,
+                    time_kind=d.time_kind.value,
+                )
+            )
+            if not d.candidate or index > 255:
+                continue
+            mark = MarkCandidate(
+                op_id=self.new_id("op"),
+                made_at=typed_at,
+                initiated_by=Initiator.ASSISTANT,
+                episode_id=episode_id,
+                sentence=index,
+                content_type=d.content_type,
+                sensitivity=cls,
+                time_kind=d.time_kind,
+                score=round(d.score, 6),
+                model_id=model_id,
+            )
+            self.apply(mark, device_only or None)
+        return SaidResult(episode_id, tuple(shown), device_only, model_id)
+
+    def end_session(self, conversation_id: str) -> list[LocalResult]:
+        """The conversation ended: its candidates are ready for consolidation. Those of
+        episodes kept on this device are consolidated here and now (the cloud never
+        sees them); they stay candidates until the user confirms, like every
+        sensitive class."""
+        end = self.build(
+            "end of conversation",
+            repr(conversation_id),
+            lambda: EndSession(
+                op_id=self.new_id("op"),
+                made_at=self.now(),
+                initiated_by=Initiator.USER,
+                conversation_id=conversation_id,
+            ),
+        )
+        ended = self.apply(end, None)
+        results = [ended]
+        for row in candidates.waiting(self.db, conversation_id=conversation_id):
+            if candidates.episode_device_only(self.db, row.episode_id):
+                made = self._consolidate_here(row)
+                if made is not None:
+                    results.append(made)
+        return results
+
+    def _consolidate_here(self, row: candidates.CandidateRow) -> LocalResult | None:
+        episode = episode_facts(self.db, row.episode_id)
+        if episode is None or episode.typed_at is None:
+            return None
+        sentences = split_sentences(episode.text) or [episode.text]
+        if row.sentence >= len(sentences):
+            return None
+        sentence = sentences[row.sentence]
+        hints = Hints(
+            content_type=row.content_type, sensitivity=row.sensitivity, time_kind=row.time_kind
+        )
+        extraction = RuleExtractor().extract(sentence, said_at=episode.typed_at, hints=hints)
+        content = said_content(
+            sentence,
+            extraction,
+            episode_id=row.episode_id,
+            conversation_id=row.conversation_id,
+            said_at=episode.typed_at,
+        )
+        op = Consolidate(
+            op_id=self.new_id("op"),
+            made_at=self.now(),
+            initiated_by=Initiator.ASSISTANT,
+            record_id=self.new_id("rec"),
+            content=content,
+            candidates=[CandidateRef(episode_id=row.episode_id, sentence=row.sentence)],
+        )
+        return self.apply(op, True)
+
+    # --- what comes from elsewhere ------------------------------------------------------
+
+    def ingest(self, text: str, *, medium: str, source: str, conversation_id: str) -> str:
+        """Log external content (a web page, email, document, calendar invite, another
+        agent, tool output). It only ever becomes candidates."""
+        if medium not in EXTERNAL_MEDIA:
+            raise ValueError(
+                f"unknown medium {medium!r}; external content is one of {', '.join(EXTERNAL_MEDIA)}"
+            )
+        return self._log(text, SourceKind.EXTERNAL_CONTENT, f"{medium}:{source}", conversation_id)
+
+    def observe(self, subject: str, value: str, *, source: str) -> str:
+        """Log one behaviour event ("morning coffee order: americano") from an app."""
+        return self._log(
+            event_text(subject, value),
+            SourceKind.USER_BEHAVIOUR,
+            source,
+            BEHAVIOUR_CONVERSATION,
+        )
+
+    def import_text(self, text: str, *, source: str) -> list[LocalResult]:
+        """Import a dump: every statement becomes a candidate "imported, not verified"."""
+        episode_id = self._log(text, SourceKind.IMPORT, source, IMPORT_CONVERSATION)
+        sentences = (split_sentences(text) or [text])[:MAX_IMPORTED_SENTENCES]
+        detections, _model = self.detect(sentences)
+        at = self.now()
+        results = []
+        for sentence, d in zip(sentences, detections, strict=True):
+            if sentence.rstrip().endswith("?"):
+                continue
+            content_type = d.content_type
+            if content_type is ContentType.PREFERENCE:
+                content_type = ContentType.PERSONAL_FACT  # an import cannot state a preference
+            content = RecordContent(
+                text=sentence,
+                content_type=content_type,
+                epistemic_state=EpistemicState.OBSERVED,
+                source_episode_ids=[episode_id],
+                source_kind=SourceKind.IMPORT,
+                evidence=Evidence(
+                    observations=[
+                        Observation(source_id=source, source_kind=SourceKind.IMPORT, at=at)
+                    ]
+                ),
+                sensitivity=sensitivity_of(sentence, d.sensitivity),
+                background=True,
+            )
+            op = Infer(
+                op_id=self.new_id("op"),
+                made_at=at,
+                initiated_by=Initiator.ASSISTANT,
+                record_id=self.new_id("rec"),
+                content=content,
+            )
+            results.append(self.apply(op, None))
+        return results
+
+    def _log(self, text: str, kind: SourceKind, source: str, conversation_id: str) -> str:
+        at = self.now()
+        episode_id = self.new_id("ep")
+        op = self.build(
+            f"{kind.value.replace('_', ' ')} episode",
+            episode_id,
+            lambda: AddEpisode(
+                op_id=self.new_id("op"),
+                made_at=at,
+                initiated_by=Initiator.USER,
+                episode_id=episode_id,
+                conversation_id=conversation_id,
+                text=text,
+                typed_at=at,
+                source_kind=kind,
+                source_id=source,
+            ),
+        )
+        self.apply(op, False)
+        return episode_id
