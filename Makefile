@@ -29,7 +29,14 @@ $(MODEL_STAMP): $(STAMP)
 $(MODEL): models/build_embedder.py $(MODEL_STAMP)
 	$(BIN)/python models/build_embedder.py
 
-model: $(MODEL)
+# The memory-candidate detector (docs/detector.md): trained from the committed labelled
+# sentences; deterministic, so a rebuild gives the same bytes.
+DETECTOR_DIR := models/detector
+DETECTOR := $(DETECTOR_DIR)/model.onnx
+$(DETECTOR): models/build_detector.py $(DETECTOR_DIR)/data/labelled.jsonl protocol/detection/features.py protocol/detection/labels.py protocol/detection/model.py $(MODEL_STAMP)
+	$(BIN)/python models/build_detector.py
+
+model: $(MODEL) $(DETECTOR)
 
 demo: $(STAMP) model
 	$(BIN)/memsync demo
@@ -49,4 +56,4 @@ bench-smoke: $(STAMP) model
 	$(BIN)/python -m bench.run --smoke
 
 clean:
-	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache bench/results.json $(MODEL_DIR)
+	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache bench/results.json $(MODEL_DIR) $(DETECTOR) $(DETECTOR_DIR)/metrics.json

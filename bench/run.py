@@ -25,6 +25,7 @@ from rich.console import Console
 from rich.table import Table
 
 import device.db
+from bench import detector as detector_bench
 from bench import embedding as embedding_bench
 from bench import retrieval as retrieval_bench
 from device.agent import DeviceAgent
@@ -199,6 +200,7 @@ def run(n_device: int, n_push: int, sizes: list[int], smoke: bool) -> dict[str, 
         quality = retrieval_bench.quality(root / "eval", smoke)
         latency = retrieval_bench.latency(root / "latency", sizes, 20 if smoke else 200)
         embedding = embedding_bench.measure(smoke)
+        detector = detector_bench.measure(smoke)
         ours_cipher = bench_device_writes(n_device, root / "cipher")
         with retrieval_bench.fast_vectors():
             ours_no_model = bench_device_writes(n_device, root / "cipher-no-model")
@@ -244,6 +246,7 @@ def run(n_device: int, n_push: int, sizes: list[int], smoke: bool) -> dict[str, 
         "retrieval_quality": quality,
         "retrieval_latency": latency,
         "embedding": embedding,
+        "detector": detector,
     }
 
 
@@ -310,7 +313,7 @@ def main() -> None:
     RESULTS.write_text(json.dumps(result, indent=2) + "\n")
     console = Console()
     console.print(render(result))
-    for table in render_retrieval(result):
+    for table in [*render_retrieval(result), *detector_bench.render(result["detector"])]:
         console.print(table)
     print(f"wrote {RESULTS}")
 

@@ -137,3 +137,14 @@ class ModelMissing(DeviceError):
             f"the sentence embedder is missing: {path} not found; run `make model` to build "
             "it (or set MEMSYNC_MODEL_DIR to a folder holding model.onnx and tokenizer.json)"
         )
+
+
+class DetectorMissing(DeviceError):
+    """The memory-candidate detector's model file is not there (``make model`` builds it)."""
+
+    def __init__(self, path: object) -> None:
+        self.path = path
+        super().__init__(
+            f"the memory-candidate detector is missing: {path} not found; run `make model` to "
+            "build it (or set MEMSYNC_DETECTOR_DIR to a folder holding model.onnx)"
+        )
