@@ -741,9 +741,7 @@ def _corroborate(op: Corroborate, facts: Facts) -> Decision:
             "source_episode_ids": [*content.source_episode_ids, op.episode_id][-64:],
         }
     )
-    new = record.version + 1
-    effect = AddVersion(op.record_id, new, record.version, updated, LifecycleState.ACTIVE)
-    return Accept((effect,), EffectKind.CORROBORATED, op.record_id, (record.version, new))
+    return _next_version(record, updated, LifecycleState.ACTIVE, EffectKind.CORROBORATED)
 
 
 def _pass_time(op: PassTime, facts: Facts) -> Decision:
@@ -763,9 +761,7 @@ def _pass_time(op: PassTime, facts: Facts) -> Decision:
     past = content.model_copy(
         update={"time_kind": TimeKind.PAST, "valid_until": until, "expected_end": None}
     )
-    new = record.version + 1
-    effect = AddVersion(op.record_id, new, record.version, past, record.lifecycle)
-    return Accept((effect,), EffectKind.TIME_PASSED, op.record_id, (record.version, new))
+    return _next_version(record, past, record.lifecycle, EffectKind.TIME_PASSED)
 
 
 def _revise_rule(op: ReviseRule, facts: Facts) -> Decision:
@@ -793,9 +789,16 @@ def _revise_rule(op: ReviseRule, facts: Facts) -> Decision:
         if record.lifecycle is LifecycleState.NOT_IN_USE
         else LifecycleState.ACTIVE
     )
+    return _next_version(record, content, lifecycle, EffectKind.RULE_REVISED)
+
+
+def _next_version(
+    record: RecordFacts, content: RecordContent, lifecycle: LifecycleState, kind: EffectKind
+) -> Accept:
+    """A new version of ``record`` (the old one stays in the chain)."""
     new = record.version + 1
-    effect = AddVersion(op.record_id, new, record.version, content, lifecycle)
-    return Accept((effect,), EffectKind.RULE_REVISED, op.record_id, (record.version, new))
+    effect = AddVersion(record.record_id, new, record.version, content, lifecycle)
+    return Accept((effect,), kind, record.record_id, (record.version, new))
 
 
 def _existing(record_id: str, facts: Facts) -> Refuse | RecordFacts:
@@ -833,9 +836,7 @@ def _correct(op: Correct, facts: Facts) -> Decision:
         if record.lifecycle is LifecycleState.NOT_IN_USE
         else LifecycleState.ACTIVE
     )
-    new = record.version + 1
-    effect = AddVersion(op.record_id, new, record.version, content, lifecycle)
-    return Accept((effect,), EffectKind.CORRECTED, op.record_id, (record.version, new))
+    return _next_version(record, content, lifecycle, EffectKind.CORRECTED)
 
 
 def _dont_use(op: DontUse, facts: Facts) -> Decision:
@@ -897,9 +898,7 @@ def _confirm(op: Confirm, facts: Facts) -> Decision:
                 f"record {op.record_id}: external content can never become a behaviour rule",
             )
     content = record.content.model_copy(update={"epistemic_state": EpistemicState.VERIFIED})
-    new = record.version + 1
-    effect = AddVersion(op.record_id, new, record.version, content, LifecycleState.ACTIVE)
-    return Accept((effect,), EffectKind.CONFIRMED, op.record_id, (record.version, new))
+    return _next_version(record, content, LifecycleState.ACTIVE, EffectKind.CONFIRMED)
 
 
 def _reaffirm(op: Reaffirm, facts: Facts) -> Decision:
@@ -921,9 +920,7 @@ def _reaffirm(op: Reaffirm, facts: Facts) -> Decision:
             update={"time_kind": TimeKind.PAST, "valid_until": op.made_at, "expected_end": None}
         )
         kind = EffectKind.ENDED
-    new = record.version + 1
-    effect = AddVersion(op.record_id, new, record.version, content, record.lifecycle)
-    return Accept((effect,), kind, op.record_id, (record.version, new))
+    return _next_version(record, content, record.lifecycle, kind)
 
 
 # --- forgetting -------------------------------------------------------------------------
