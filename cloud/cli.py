@@ -1,4 +1,5 @@
-"""``memsync cloud ...``: serve the cloud, add users and devices, show pending forgets.
+"""``memsync cloud ...``: serve the cloud, run consolidator workers, add users and
+devices, show pending forgets.
 
 ``register(subparsers)`` adds the ``cloud`` command group to an argparse parser; each
 handler is ``handler(args) -> int`` set with ``set_defaults(func=...)``.
@@ -68,6 +69,41 @@ def register(subparsers: Any) -> argparse.ArgumentParser:
     serve.add_argument("--port", type=int, default=8765)
     serve.set_defaults(func=cmd_serve)
 
+    worker = commands.add_parser(
+        "worker",
+        help="run a consolidator worker (session-end job every few seconds, daily job)",
+    )
+    _common(worker)
+    worker.add_argument(
+        "--worker-id",
+        default=None,
+        help="this worker's lease owner name (default: <host>:<pid>)",
+    )
+    worker.add_argument(
+        "--once", action="store_true", help="run the session-end and daily jobs once, then exit"
+    )
+    worker.add_argument(
+        "--interval",
+        type=float,
+        default=5.0,
+        help="seconds between session-end runs (default: %(default)s)",
+    )
+    worker.add_argument(
+        "--daily-at", default="03:00", help="HH:MM (UTC) of the daily job (default: %(default)s)"
+    )
+    worker.add_argument(
+        "--lease-seconds",
+        type=float,
+        default=300.0,
+        help="how long a claimed item is this worker's before another may take it over "
+        "(default: %(default)s)",
+    )
+    worker.add_argument(
+        "--batch", type=int, default=20, help="items claimed at a time (default: %(default)s)"
+    )
+    worker.add_argument("--json", action="store_true", help="with --once: print JSON")
+    worker.set_defaults(func=cmd_worker)
+
     add_user = commands.add_parser(
         "add-user", help="create a user's space and print a one-time enrollment code"
     )
@@ -120,6 +156,73 @@ def cmd_serve(args: argparse.Namespace) -> int:
     except CloudError as exc:
         return _fail(exc)
     uvicorn.run(app, host=args.host, port=args.port, log_level="info")
+    return 0
+
+
+def _daily_at(value: str) -> tuple[int, int]:
+    hour, _, minute = value.partition(":")
+    try:
+        at = (int(hour), int(minute))
+    except ValueError:
+        at = (-1, -1)
+    if not (0 <= at[0] < 24 and 0 <= at[1] < 60):
+        raise ValueError(f"--daily-at {value!r}: expected HH:MM, 00:00 to 23:59")
+    return at
+
+
+def cmd_worker(args: argparse.Namespace) -> int:
+    import logging
+    import socket
+
+    from cloud.consolidator.scheduler import crash_hook, run_forever, run_once
+    from cloud.consolidator.worker import Consolidator
+
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s")
+    logging.getLogger("apscheduler").setLevel(logging.WARNING)
+    worker_id = args.worker_id or f"{socket.gethostname()}:{os.getpid()}"
+    try:
+        daily_at = _daily_at(args.daily_at)
+        if args.interval <= 0 or args.lease_seconds <= 0 or args.batch < 1:
+            raise ValueError("--interval, --lease-seconds and --batch must be positive")
+        fault = crash_hook()
+    except ValueError as exc:
+        return _fail(exc)
+    try:
+        with _service(args) as service:
+            consolidator = Consolidator(
+                service,
+                worker_id=worker_id,
+                lease_seconds=args.lease_seconds,
+                batch=args.batch,
+                fault=fault,
+            )
+            if not args.once:
+                run_forever(consolidator, session_end_seconds=args.interval, daily_at=daily_at)
+                return 0
+            report = run_once(consolidator)
+    except CloudError as exc:
+        return _fail(exc)
+    if args.json:
+        jobs = {"session_end": report.session_end, "daily": report.daily}
+        print(
+            json.dumps(
+                {
+                    "worker_id": worker_id,
+                    **{
+                        name: {
+                            "claimed": r.claimed,
+                            **{o.value: n for o, n in r.outcomes.items()},
+                            "records_written": sorted(set(r.written)),
+                        }
+                        for name, r in jobs.items()
+                    },
+                    "time_passed": report.daily.time.passed if report.daily.time else [],
+                }
+            )
+        )
+    else:
+        print(f"session-end: {report.session_end.summary()}")
+        print(f"daily:       {report.daily.summary()}")
     return 0
 
 

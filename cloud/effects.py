@@ -11,7 +11,14 @@ Invariants:
   keys, the source episodes it claims, the artifacts derived from it), marks every
   device holding any of those items pending, and drops the record's subject-index,
   search-index (lexical and vector) and derivation rows; the keys themselves are
-  destroyed after commit (``ensure_destroyed``).
+  destroyed after commit (``ensure_destroyed``). The destroyed episodes' waiting
+  consolidator work is dropped in the same transaction.
+- Work for the consolidator is queued with the effects that make it: a marked
+  candidate (ready once its conversation ended), a behaviour event, external content
+  or a connected source's episode; a consolidated record resolves its candidates.
+  Conversation ids reach the queue only as keyed tokens (``cloud.consolidator.tokens``).
+- Writes on behalf of the consolidator (``device_id=None``) make no holder: only
+  devices hold copies that a forget must wait for.
 """
 
 from __future__ import annotations
@@ -20,6 +27,7 @@ import json
 import logging
 from datetime import datetime
 
+from cloud.consolidator.tokens import conversation_token
 from cloud.store.base import (
     ArtifactRow,
     ChangeRow,
@@ -35,17 +43,20 @@ from cloud.store.sql_memory import EPISODES_ONLY
 from cloud.vault import Vault
 from protocol import subjects
 from protocol.messages import EpisodeContent
-from protocol.model import ArtifactContent, LifecycleState, RecordContent
+from protocol.model import ArtifactContent, LifecycleState, RecordContent, SourceKind
 from protocol.operations import AddArtifact, AddEpisode, AnyOperation, SetProject
 from protocol.rules import (
     AddVersion,
     CreateArtifact,
+    CreateCandidate,
     CreateEpisode,
     CreateRecord,
     Effect,
+    EndConversation,
     FlagConflict,
     FlagSuperseded,
     ForgetRecords,
+    ResolveCandidates,
     SetLifecycle,
     SetProjectState,
     SetUsage,
@@ -53,13 +64,20 @@ from protocol.rules import (
 
 log = logging.getLogger("memsync.cloud")
 FORGOTTEN = LifecycleState.FORGOTTEN.value
+# the consolidator's item kind for an episode from each source (none: nothing to do)
+WORK_FOR_SOURCE = {
+    SourceKind.USER_BEHAVIOUR: "behaviour",
+    SourceKind.EXTERNAL_CONTENT: "external",
+    SourceKind.CONNECTED_SOURCE: "external",
+}
 
 
 class EffectWriter:
-    """Performs one accepted op's effects for the device that pushed it."""
+    """Performs one accepted op's effects for the device that pushed it (``device_id``),
+    or for the consolidator (``device_id=None``: nothing becomes a holding)."""
 
     def __init__(
-        self, s: StoreSession, vault: Vault, space_id: str, device_id: str, now: datetime
+        self, s: StoreSession, vault: Vault, space_id: str, device_id: str | None, now: datetime
     ) -> None:
         self.s = s
         self.vault = vault
@@ -112,6 +130,18 @@ class EffectWriter:
                 self.space_id, ProjectRow(effect.project, effect.open, self.now, seq)
             )
             self.change(seq, "project", project=effect.project)
+        elif isinstance(effect, CreateCandidate):
+            token = conversation_token(self.vault, self.space_id, effect.conversation_id)
+            self.s.add_work_item(
+                self.space_id, effect.episode_id, effect.sentence, "candidate", token, self.now
+            )
+        elif isinstance(effect, EndConversation):
+            token = conversation_token(self.vault, self.space_id, effect.conversation_id)
+            self.s.end_conversation(self.space_id, token, self.now)
+        elif isinstance(effect, ResolveCandidates):
+            refs = [(ref.episode_id, ref.sentence) for ref in effect.candidates]
+            if refs:
+                self.s.resolve_work(self.space_id, refs, effect.record_id)
         else:
             assert isinstance(effect, ForgetRecords)
             Forgetting(self).forget(effect)
@@ -169,11 +199,25 @@ class EffectWriter:
         )
 
     def _episode(self, op: AddEpisode) -> None:
-        content = EpisodeContent(conversation_id=op.conversation_id, text=op.text)
+        content = EpisodeContent(
+            conversation_id=op.conversation_id,
+            text=op.text,
+            source_kind=op.source_kind,
+            source_id=op.source_id,
+        )
         key_id, sealed = self.vault.seal_new(self.space_id, "episode", op.episode_id, 1, content)
         self.s.insert_episode(self.space_id, EpisodeRow(op.episode_id, op.typed_at, key_id, sealed))
         self.change(self.s.allocate_seq(self.space_id), "episode", episode_id=op.episode_id)
-        self.s.add_holdings(self.space_id, self.device_id, [("episode", op.episode_id)])
+        self._hold("episode", op.episode_id)
+        kind = WORK_FOR_SOURCE.get(op.source_kind)
+        if kind is not None:  # imports: none (the device writes them as candidates itself)
+            token = conversation_token(self.vault, self.space_id, op.conversation_id)
+            self.s.add_work_item(self.space_id, op.episode_id, None, kind, token, self.now)
+
+    def _hold(self, kind: str, item_id: str) -> None:
+        """The pushing device holds what it wrote (the consolidator holds nothing)."""
+        if self.device_id is not None:
+            self.s.add_holdings(self.space_id, self.device_id, [(kind, item_id)])
 
     def _version(
         self,
@@ -193,7 +237,7 @@ class EffectWriter:
             space, VersionRow(record_id, version, supersedes, self.now, key_id, sealed)
         )
         self.change(seq, "record_version", record_id=record_id, version=version)
-        s.add_holdings(space, self.device_id, [("record", record_id)])
+        self._hold("record", record_id)
         keys = subjects.stored_keys(content.text, content.subject)
         s.set_subject_tokens(space, record_id, [self.vault.subject_token(space, k) for k in keys])
         s.add_derivations(
@@ -218,7 +262,7 @@ class EffectWriter:
             ),
         )
         self.change(seq, "artifact", artifact_id=effect.artifact_id)
-        s.add_holdings(space, self.device_id, [("artifact", effect.artifact_id)])
+        self._hold("artifact", effect.artifact_id)
 
 
 class Forgetting:
@@ -317,6 +361,8 @@ class Forgetting:
                 [ForgetKey(episode_rows[e].key_id, e) for e in live_orphans],
                 holders,
             )
+        # the destroyed episodes' waiting consolidator work goes with them
+        s.drop_work_for_episodes(space, [*claimed, *orphans])
         s.drop_subject_tokens(space, records)
         s.drop_search(space, records, purge=True)  # lexical rows, FTS segments, vectors
         s.drop_derivations(space, records, effect.artifact_ids)

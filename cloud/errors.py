@@ -91,3 +91,14 @@ class ModelMissing(CloudError):
             f"the sentence embedder is missing: {path} not found; run `make model` to build "
             "it (or set MEMSYNC_MODEL_DIR to a folder holding model.onnx and tokenizer.json)"
         )
+
+
+class DetectorMissing(CloudError):
+    """The memory-candidate detector's model file is not there (a deployment error, HTTP 500)."""
+
+    def __init__(self, path: object) -> None:
+        self.path = path
+        super().__init__(
+            f"the memory-candidate detector is missing: {path} not found; run `make model` to "
+            "build it (or set MEMSYNC_DETECTOR_DIR to a folder holding model.onnx)"
+        )

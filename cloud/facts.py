@@ -23,15 +23,18 @@ from protocol.operations import (
     AddArtifact,
     AddEpisode,
     AnyOperation,
+    Consolidate,
     Correct,
+    Corroborate,
     ForgetArea,
     ForgetPermanently,
     Infer,
+    MarkCandidate,
     Remember,
     RestrictUsage,
     SetProject,
 )
-from protocol.rules import DerivedItem, EpisodeFacts, Facts, RecordFacts
+from protocol.rules import DerivedItem, EpisodeFacts, Facts, RecordFacts, episodes_named
 
 FORGOTTEN = LifecycleState.FORGOTTEN.value
 
@@ -86,7 +89,12 @@ class FactsReader:
             )
             if content is not None:
                 out[episode_id] = EpisodeFacts(
-                    episode_id, content.conversation_id, content.text, row.typed_at
+                    episode_id,
+                    content.conversation_id,
+                    content.text,
+                    row.typed_at,
+                    content.source_kind,
+                    content.source_id,
                 )
         return out
 
@@ -139,10 +147,13 @@ class FactsReader:
                 out.append(row.record_id)
         return out
 
-    def known_records(self, record_ids: Iterable[str]) -> dict[str, RecordFacts]:
-        # only existence and lifecycle matter to ``decide`` for parents: nothing is opened
+    def known_records(
+        self, record_ids: Iterable[str], *, with_content: bool = False
+    ) -> dict[str, RecordFacts]:
+        # for an artifact only existence and lifecycle matter; a derived record's rules
+        # also ask whether a parent holds external content, so that is opened
         rows = self.s.records(self.space_id, record_ids)
-        return {rid: self.record(row, with_content=False) for rid, row in rows.items()}
+        return {rid: self.record(row, with_content=with_content) for rid, row in rows.items()}
 
     def projects(self) -> dict[str, bool]:
         return {name: p.open for name, p in self.s.projects(self.space_id).items()}
@@ -164,19 +175,24 @@ class FactsReader:
         projects: dict[str, bool] = {}
         artifact_exists = False
         account_key = None
+        candidate_marked = False
         if isinstance(op, AddEpisode):
             # only existence matters (an episode is written once, even after its content
             # was forgotten), so the content is not opened
             if s.episodes(space, [op.episode_id]):
                 episodes[op.episode_id] = EpisodeFacts(op.episode_id, "", "")
-        elif isinstance(op, Remember | Correct):
-            episodes = self.episodes(op.source_episode_ids)
+        elif isinstance(op, Remember | Correct | MarkCandidate | Corroborate):
+            episodes = self.episodes(
+                episodes_named(op, record.content if record is not None else None)
+            )
             if isinstance(op, Remember):
                 related = self.related(op.record_id, op.text, op.subject)
-        elif isinstance(op, Infer):
+            if isinstance(op, MarkCandidate):
+                candidate_marked = s.candidate_exists(space, op.episode_id, op.sentence)
+        elif isinstance(op, Infer | Consolidate):
             episodes = self.episodes(op.content.source_episode_ids)
             related = self.related(op.record_id, op.content.text, op.content.subject)
-            known = self.known_records(op.content.derived_from)
+            known = self.known_records(op.content.derived_from, with_content=True)
         elif isinstance(op, AddArtifact):
             known = self.known_records(op.derived_from)
             artifact_exists = bool(s.artifacts(space, [op.artifact_id]))
@@ -201,4 +217,5 @@ class FactsReader:
             projects=projects,
             artifact_exists=artifact_exists,
             account_key=account_key,
+            candidate_marked=candidate_marked,
         )

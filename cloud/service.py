@@ -19,6 +19,9 @@ Invariants:
   states, versions and times, never content.
 - Recall runs the retrieval pipeline over the caller's whole space (``cloud.retrieval``);
   its indexes are caught up before the query, never inside a push.
+- The consolidator's ops (``apply_system``) take exactly the push path (same space
+  lock, ``decide``, effects, receipts keyed by op id, key destruction afterwards) on
+  behalf of no device: they make no holdings, and their receipts name ``SYSTEM_ACTOR``.
 """
 
 from __future__ import annotations
@@ -27,6 +30,7 @@ import base64
 import hashlib
 import logging
 import re
+from collections.abc import Callable, Sequence
 from datetime import datetime, timedelta
 from pathlib import Path
 
@@ -83,6 +87,7 @@ from protocol.messages import (
 )
 from protocol.operations import (
     OPERATION_ADAPTER,
+    AnyOperation,
     Receipt,
     ReceiptStatus,
     RefusalCode,
@@ -97,8 +102,17 @@ MAX_NAME_CHARS = 64
 PUBLIC_KEY_BYTES = 32
 ACCOUNT_KEY_BYTES = 32
 _CURSOR = re.compile(r"c1:(0|[1-9][0-9]{0,17})")
+# who applied an op, in ``applied_ops.device_id``, when no device pushed it
+SYSTEM_ACTOR = "system:consolidator"
 
-__all__ = ["AsOf", "CloudService", "RecordState", "decode_cursor", "encode_cursor"]
+__all__ = [
+    "SYSTEM_ACTOR",
+    "AsOf",
+    "CloudService",
+    "RecordState",
+    "decode_cursor",
+    "encode_cursor",
+]
 
 
 def _hash(secret: str) -> str:
@@ -295,12 +309,44 @@ class CloudService:
         self.search.prune(space_id)
         return PushResponse(receipts=receipts)
 
+    def apply_system(
+        self,
+        space_id: str,
+        ops: Sequence[AnyOperation] | Callable[[StoreSession], Sequence[AnyOperation]],
+        then: Callable[[StoreSession, list[Receipt]], None] | None = None,
+    ) -> list[Receipt]:
+        """Decide and apply the consolidator's ``ops`` exactly as a push would, in one
+        transaction under the space lock, on behalf of no device.
+
+        ``ops`` may be a function of the session: it is called under the lock, so what
+        it read still holds when its ops are decided. A replayed op id gets
+        ``duplicate`` and changes nothing. ``then(session, receipts)`` runs inside the
+        same transaction after the ops (the consolidator completes its work items
+        there, so an item is done exactly when its records are written). Keys of
+        anything forgotten are destroyed after commit."""
+        now = self._clock()
+        with self.store.session(space_id, lock=True) as s:
+            if not s.space_exists(space_id):
+                raise NotFound(f"space {space_id} does not exist")
+            vault = self.vault.for_push()
+            planned = ops(s) if callable(ops) else ops
+            receipts = [
+                self._apply(s, vault, space_id, None, index, op.model_dump(mode="json"), now)
+                for index, op in enumerate(planned)
+            ]
+            if then is not None:
+                then(s, receipts)
+            vault.write_keys()
+        self.ensure_destroyed()
+        self.search.prune(space_id)
+        return receipts
+
     def _apply(
         self,
         s: StoreSession,
         vault: Vault,
         space_id: str,
-        device_id: str,
+        device_id: str | None,
         index: int,
         raw: dict[str, object],
         now: datetime,
@@ -323,7 +369,9 @@ class CloudService:
                 reason=f"op {index} ({shown}) is malformed: {describe(exc)}",
             )
             if op_id is not None:
-                s.put_receipt(space_id, op_id, device_id, receipt.model_dump_json(), now)
+                s.put_receipt(
+                    space_id, op_id, device_id or SYSTEM_ACTOR, receipt.model_dump_json(), now
+                )
             return receipt
         decision = decide(op, FactsReader(s, vault, space_id).facts(op))
         if isinstance(decision, Accept):
@@ -332,7 +380,7 @@ class CloudService:
                 writer.perform(op, effect)
             writer.finish()
         receipt = receipt_for(index, op, decision, now)
-        s.put_receipt(space_id, op.op_id, device_id, receipt.model_dump_json(), now)
+        s.put_receipt(space_id, op.op_id, device_id or SYSTEM_ACTOR, receipt.model_dump_json(), now)
         return receipt
 
     def ensure_destroyed(self) -> int:

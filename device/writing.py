@@ -20,14 +20,13 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 
-from protocol.consolidation.observations import event_text
-
 from device import candidates
 from device.db import Database
 from device.facts import episode_facts
 from device.views import DetectedSentence, LocalResult, SaidResult
 from protocol.consolidation.content import said_content
 from protocol.consolidation.extract import Hints, RuleExtractor
+from protocol.consolidation.observations import event_text
 from protocol.consolidation.sensitivity import sensitivity_of
 from protocol.detection.labels import Detection
 from protocol.model import (

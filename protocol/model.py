@@ -133,7 +133,7 @@ class CustomType(WireModel):
 class Observation(WireModel):
     """One piece of evidence: from which source, when, and whether it supported the record."""
 
-    source_id: Annotated[str, Field(min_length=1, max_length=128)]
+    source_id: SourceId
     source_kind: SourceKind
     at: UtcDatetime
     supports: bool = True

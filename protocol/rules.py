@@ -502,7 +502,12 @@ def _with_conflicts(content: RecordContent, conflicts: Sequence[str]) -> RecordC
     return content.model_copy(update={"evidence": evidence})
 
 
+# What stays a candidate and is never authority: a page, email, document, calendar
+# invite, another agent or tool output, and an import. A connected source (the user's
+# own calendar, say) is not external content: its records can be active and conflict
+# with what the user said; but no behaviour rule ever rests on it (``RULE_SOURCES``).
 EXTERNAL_KINDS = (SourceKind.EXTERNAL_CONTENT, SourceKind.IMPORT)
+RULE_SOURCES = (SourceKind.USER_STATEMENT, SourceKind.USER_BEHAVIOUR)
 
 
 def _external_origin(content: RecordContent, facts: Facts) -> str | None:
@@ -559,6 +564,12 @@ def _background_problem(record_id: str, content: RecordContent, facts: Facts) ->
                 f"record {record_id}: {external}, so its source kind cannot be "
                 f"{content.source_kind.value}",
             )
+    if content.layer is Layer.BEHAVIOUR_RULE and content.source_kind not in RULE_SOURCES:
+        return Refuse(
+            RefusalCode.NOT_ALLOWED,
+            f"record {record_id}: a behaviour rule rests on the user's own words or "
+            f"behaviour, never on {content.source_kind.value}",
+        )
     if content.layer is Layer.BEHAVIOUR_RULE:
         problem_text = behaviour.rule_problem(content.text)
         if problem_text is not None:

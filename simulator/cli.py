@@ -14,9 +14,9 @@ from pathlib import Path
 
 from cloud import cli as cloud_cli
 from device import cli as device_cli
-from simulator.report import ScenarioReport, StepState, render_checks, render_step
+from simulator.report import Check, ScenarioReport, StepState, render_checks, render_step
 
-SCENARIOS = ("forget-propagation",)
+SCENARIOS = ("forget-propagation", "writing")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -46,10 +46,11 @@ def build_parser() -> argparse.ArgumentParser:
 
     demo = sub.add_parser(
         "demo",
-        help="the main job: the forget-propagation scenario on an embedded SQLite cloud",
+        help="the main job: the forget-propagation and writing scenarios on an embedded "
+        "SQLite cloud",
     )
     demo.add_argument("--json", action="store_true", help="print the report as JSON")
-    demo.set_defaults(func=_simulate, scenario="forget-propagation", store="sqlite", dir=None)
+    demo.set_defaults(func=_simulate, scenario="all", store="sqlite", dir=None)
     return parser
 
 
@@ -58,7 +59,7 @@ def run_scenario(
 ) -> ScenarioReport:
     from cloud.config import CloudConfig
     from simulator.cloud_runner import RunningCloud
-    from simulator.scenarios import forget_propagation
+    from simulator.scenarios import forget_propagation, writing
 
     cloud_dir = folder / "cloud"
     if store == "sqlite":
@@ -71,10 +72,21 @@ def run_scenario(
         if not quiet:
             print(render_step(state), flush=True)
 
+    plays = {"forget-propagation": forget_propagation.run, "writing": writing.run}
+    names = list(plays) if scenario == "all" else [scenario]
     with cloud:
         if not quiet:
             print(f"cloud listening on {cloud.url} (store: {store}); devices in {folder}")
-        return forget_propagation.run(cloud, folder / "devices", show)
+        reports = [plays[name](cloud, folder / "devices" / name, show) for name in names]
+    if len(reports) == 1:
+        return reports[0]
+    combined = ScenarioReport(" + ".join(r.scenario for r in reports))
+    for r in reports:
+        combined.steps.extend(r.steps)
+        combined.checks.extend(
+            Check(f"{r.scenario}: {c.name}", c.passed, c.detail) for c in r.checks
+        )
+    return combined
 
 
 def _simulate(args: argparse.Namespace) -> int:

@@ -19,8 +19,9 @@ import pytest
 ROOT = Path(__file__).resolve().parent.parent
 CONTENT_TABLES = ("record_versions", "episodes", "artifacts")
 # Columns of those tables that are sync bookkeeping, not content: a device may mark a
-# row synced or refused. Everything else in them is content or its identity.
-STATE_COLUMNS = frozenset({"sync_state", "refusal_reason"})
+# row synced or refused, or kept only on this device (never pushed). Everything else in
+# them is content or its identity.
+STATE_COLUMNS = frozenset({"sync_state", "refusal_reason", "device_only"})
 SHREDDERS = {Path("device/shred.py")}
 SET_COLUMN = re.compile(r"(\w+)\s*=")
 

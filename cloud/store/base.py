@@ -147,6 +147,38 @@ class ForgetStatusRow:
     pending: tuple[tuple[str, str], ...]  # (device_id, device_name) not yet acknowledged
 
 
+WORK_KINDS = ("candidate", "behaviour", "external")
+WHOLE_EPISODE = -1  # ``work_items.sentence`` of an item that covers a whole episode
+
+
+@dataclass(frozen=True, slots=True)
+class WorkItemRow:
+    """One unit of consolidator work: a candidate sentence, a behaviour event or a piece
+    of external content. Ids, times and states only; the words stay in the episode."""
+
+    space_id: str
+    episode_id: str
+    sentence: int | None  # None: the whole episode (behaviour, external)
+    item_kind: str  # candidate | behaviour | external
+    conversation_token: str  # keyed hash of the conversation id
+    marked_at: datetime
+    ready_at: datetime | None  # None: not ready (a candidate whose conversation goes on)
+    state: str  # waiting | done | dropped
+    record_id: str | None
+    lease_owner: str | None
+    lease_until: datetime | None
+    attempts: int
+
+    @property
+    def key(self) -> tuple[str, int | None]:
+        return (self.episode_id, self.sentence)
+
+    @property
+    def name(self) -> str:
+        """``ep_…#3`` for a sentence, ``ep_…`` for a whole episode (logs and errors)."""
+        return self.episode_id if self.sentence is None else f"{self.episode_id}#{self.sentence}"
+
+
 class StoreSession(Protocol):
     """One transaction against the record store."""
 
@@ -274,6 +306,55 @@ class StoreSession(Protocol):
         self, space_id: str, device_id: str, event_ids: Iterable[int], at: datetime
     ) -> None: ...
     def forget_statuses(self, space_id: str) -> list[ForgetStatusRow]: ...
+
+    # the consolidator's work queue (cloud.store.sql_work)
+    def space_ids(self) -> list[str]: ...
+    def candidate_exists(self, space_id: str, episode_id: str, sentence: int) -> bool: ...
+    def add_work_item(
+        self,
+        space_id: str,
+        episode_id: str,
+        sentence: int | None,
+        item_kind: str,
+        conversation_token: str,
+        at: datetime,
+    ) -> bool: ...
+    def conversation_ended(self, space_id: str, conversation_token: str) -> bool: ...
+    def end_conversation(self, space_id: str, conversation_token: str, at: datetime) -> int: ...
+    def resolve_work(
+        self, space_id: str, refs: Iterable[tuple[str, int]], record_id: str
+    ) -> int: ...
+    def complete_work(
+        self,
+        space_id: str,
+        keys: Iterable[tuple[str, int | None]],
+        *,
+        record_id: str | None = None,
+        dropped: bool = False,
+    ) -> int: ...
+    def release_work(
+        self, owner: str, space_id: str, keys: Iterable[tuple[str, int | None]]
+    ) -> int: ...
+    def drop_work_for_episodes(self, space_id: str, episode_ids: Iterable[str]) -> int: ...
+    def claim_work(
+        self,
+        owner: str,
+        now: datetime,
+        lease_seconds: float,
+        limit: int,
+        kinds: Sequence[str] = WORK_KINDS,
+        waiting_since: datetime | None = None,
+    ) -> list[WorkItemRow]: ...
+    def work_item(
+        self, space_id: str, episode_id: str, sentence: int | None
+    ) -> WorkItemRow | None: ...
+    def work_items(
+        self,
+        space_id: str,
+        item_kind: str,
+        states: Sequence[str] = ("waiting", "done"),
+        limit: int = 1000,
+    ) -> list[WorkItemRow]: ...
 
 
 class RecordStore(Protocol):

@@ -317,6 +317,44 @@ def _v4_search(conn: Connection) -> None:
         conn.exec_driver_sql(statement)
 
 
+# Migration 5: the consolidator's work queue (see ``cloud.store.sql_work``). Ids, times,
+# states and keyed hashes only: the words stay in their sealed episode, and the
+# detector's labels are not kept (the consolidator runs the same model again on the
+# opened sentence). ``sentence`` is -1 for an item that covers a whole episode.
+# ``conversation_token`` is a keyed hash of the conversation id, never the id itself.
+_V5_WORK_QUEUE = """
+CREATE TABLE work_items (
+    space_id TEXT NOT NULL REFERENCES spaces(space_id),
+    episode_id TEXT NOT NULL,
+    sentence INTEGER NOT NULL,
+    item_kind TEXT NOT NULL,
+    conversation_token TEXT NOT NULL,
+    marked_at {ts} NOT NULL,
+    ready_at {ts},
+    state TEXT NOT NULL,
+    record_id TEXT,
+    lease_owner TEXT,
+    lease_until {ts},
+    attempts INTEGER NOT NULL DEFAULT 0,
+    PRIMARY KEY (space_id, episode_id, sentence)
+);
+CREATE INDEX work_items_claim ON work_items(state, item_kind, marked_at);
+CREATE INDEX work_items_conversation ON work_items(space_id, conversation_token, state);
+CREATE INDEX work_items_kind ON work_items(space_id, item_kind, marked_at);
+CREATE TABLE ended_conversations (
+    space_id TEXT NOT NULL REFERENCES spaces(space_id),
+    conversation_token TEXT NOT NULL,
+    ended_at {ts} NOT NULL,
+    PRIMARY KEY (space_id, conversation_token)
+)
+"""
+
+
+def _v5_work_queue(conn: Connection) -> None:
+    for statement in _split(_V5_WORK_QUEUE.format(**_TYPES[conn.dialect.name])):
+        conn.exec_driver_sql(statement)
+
+
 @dataclass(frozen=True)
 class Migration:
     version: int
@@ -329,6 +367,7 @@ MIGRATIONS: tuple[Migration, ...] = (
     Migration(2, "append_only_content", _v2_append_only),
     Migration(3, "memory_record", _v3_memory_record),
     Migration(4, "search_indexes", _v4_search),
+    Migration(5, "work_queue", _v5_work_queue),
 )
 
 _CREATE_MIGRATIONS = {

@@ -280,6 +280,37 @@ record_vectors = Table(
     Column("sealed", LargeBinary, nullable=False),
 )
 
+# The consolidator's work queue (migration 5; ``cloud.store.sql_work``): ids, times,
+# states and keyed hashes only. ``sentence`` is -1 for an item covering a whole
+# episode (behaviour events, external content). The detector's labels are not kept:
+# they say what the words are about, and the consolidator re-derives them by running
+# the same model on the opened sentence (the device's labels are advisory).
+work_items = Table(
+    "work_items",
+    metadata,
+    Column("space_id", Text, primary_key=True),
+    Column("episode_id", Text, primary_key=True),
+    Column("sentence", Integer, primary_key=True),
+    Column("item_kind", Text, nullable=False),  # candidate | behaviour | external
+    # HMAC of the conversation id under the space's index key, never the id itself
+    Column("conversation_token", Text, nullable=False),
+    Column("marked_at", UtcDateTime, nullable=False),
+    Column("ready_at", UtcDateTime),  # NULL until ready (a candidate: its conversation ended)
+    Column("state", Text, nullable=False),  # waiting | done | dropped
+    Column("record_id", Text),  # what it became (done)
+    Column("lease_owner", Text),
+    Column("lease_until", UtcDateTime),
+    Column("attempts", Integer, nullable=False, server_default="0"),
+)
+
+ended_conversations = Table(
+    "ended_conversations",
+    metadata,
+    Column("space_id", Text, primary_key=True),
+    Column("conversation_token", Text, primary_key=True),
+    Column("ended_at", UtcDateTime, nullable=False),
+)
+
 # Columns a table has on one dialect only (the lexical index's own representation).
 DIALECT_COLUMNS: dict[str, dict[str, frozenset[str]]] = {
     "sqlite": {"record_search": frozenset({"fts_rowid"})},

@@ -47,6 +47,7 @@ from cloud.store.base import (
 from cloud.store.migrations import LEGACY_EPISTEMIC_PLACEHOLDER, migrate
 from cloud.store.search import SearchQueries
 from cloud.store.sql_memory import MemoryQueries, chunks
+from cloud.store.sql_work import WorkQueries
 
 _chunks = chunks
 
@@ -157,7 +158,7 @@ class SqlStore:
         self._engine.dispose()
 
 
-class SqlSession(MemoryQueries, SearchQueries):
+class SqlSession(MemoryQueries, SearchQueries, WorkQueries):
     """One transaction. Every method is scoped to the space it is handed."""
 
     def __init__(self, conn: Connection) -> None:

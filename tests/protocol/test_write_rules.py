@@ -271,6 +271,43 @@ def test_external_content_never_becomes_a_rule_a_preference_or_the_users_words(
     assert ledger.records == {}
 
 
+@pytest.mark.parametrize(
+    ("kind", "words", "lifecycle"),
+    [
+        (SourceKind.IMPORT, "never become a behaviour rule", LifecycleState.CANDIDATE),
+        (SourceKind.CONNECTED_SOURCE, "never on connected_source", LifecycleState.ACTIVE),
+    ],
+)
+def test_no_rule_rests_on_a_connected_source_or_an_import(
+    kind: SourceKind, words: str, lifecycle: LifecycleState
+) -> None:
+    ledger = Ledger()
+    ep = episode(ledger, "Standup moved to 9:30.", "inbox", kind, "calendar:work")
+    body = RecordContent(
+        text="Keep answers short in the morning.",
+        epistemic_state=EpistemicState.INFERRED,
+        layer=Layer.BEHAVIOUR_RULE,
+        source_episode_ids=[ep],
+        source_kind=kind,
+    )
+    refused(consolidate(ledger, body), RefusalCode.NOT_ALLOWED, words)
+    fact = body.model_copy(update={"layer": Layer.CONSOLIDATED_FACT, "text": "Standup is 9:30."})
+    record = _id("rec")
+    assert consolidate(ledger, fact, record).status is ReceiptStatus.APPLIED
+    # a connected source (the user's own calendar) may hold live facts; an import may not
+    assert ledger.records[record].lifecycle is lifecycle
+
+
+def test_a_long_source_id_corroborates_without_error() -> None:
+    ledger = Ledger()
+    _, body = external(ledger, "Our office moves to Pier 4 in March.", "email:" + "m" * 300)
+    record = _id("rec")
+    assert consolidate(ledger, body, record).status is ReceiptStatus.APPLIED
+    other, _ = external(ledger, "Our office moves to Pier 4 in March.", "web_page:" + "w" * 500)
+    receipt = run(ledger, Corroborate(**assistant(), record_id=record, episode_id=other))
+    assert receipt.status is ReceiptStatus.APPLIED
+
+
 def test_a_page_is_never_the_users_words() -> None:
     ledger = Ledger()
     ep, _ = external(ledger, PAGE, "web_page:https://pay.example")
