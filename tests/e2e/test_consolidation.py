@@ -81,6 +81,15 @@ def _scenario(cloud: RunningCloud, phone: DeviceHandle, laptop: DeviceHandle) ->
     assert inferred.derived_from == (observed.record_id,)
     assert observed.epistemic_state == "observed" and inferred.epistemic_state == "inferred"
     assert set(_by_text(phone)) >= set(learned)  # the phone learns them on its next sync
+    # and notes which record each of its candidates became (the question was never one)
+    marks = phone.agent._debug_db().all(
+        "SELECT sentence, record_id FROM candidates WHERE episode_id = ? ORDER BY sentence",
+        (said.episode_id,),
+    )
+    assert [(m["sentence"], m["record_id"]) for m in marks] == [
+        (0, swim.record_id),
+        (2, asthma.record_id),
+    ]
 
     # forgetting the observation forgets the inference, in the cloud and on both devices
     laptop.agent.forget_permanently(observed.record_id)
