@@ -84,34 +84,19 @@ class Writer:
         """Log what the user typed and mark the sentences worth remembering."""
         sentences = split_sentences(text) or [text]
         detections, model_id = self.detect(sentences)
-        kept = candidates.device_only_classes(self.db)
-        classes = {
-            sensitivity_of(s, d.sensitivity) for s, d in zip(sentences, detections, strict=True)
-        }
-        if sensitivity is not None:
-            classes.add(sensitivity)
-        device_only = bool(classes & kept)
-        typed_at = self.now()
-        episode_id = self.new_id("ep")
-        episode = self.build(
-            "episode",
-            episode_id,
-            lambda: AddEpisode(
-                op_id=self.new_id("op"),
-                made_at=typed_at,
-                initiated_by=Initiator.USER,
-                episode_id=episode_id,
-                conversation_id=conversation_id,
-                text=text,
-                typed_at=typed_at,
-            ),
+        named = sensitivity if sensitivity is not Sensitivity.NORMAL else None
+        classes = [
+            named or sensitivity_of(s, d.sensitivity)
+            for s, d in zip(sentences, detections, strict=True)
+        ]
+        device_only = bool(set(classes) & candidates.device_only_classes(self.db))
+        episode_id, typed_at = self._log(
+            text, SourceKind.USER_STATEMENT, None, conversation_id, keep=device_only
         )
-        self.apply(episode, device_only)
         shown = []
-        for index, (sentence, d) in enumerate(zip(sentences, detections, strict=True)):
-            cls = sensitivity_of(sentence, d.sensitivity)
-            if sensitivity is not None and sensitivity is not Sensitivity.NORMAL:
-                cls = sensitivity
+        for index, (sentence, d, cls) in enumerate(
+            zip(sentences, detections, classes, strict=True)
+        ):
             shown.append(
                 DetectedSentence(
                     sentence=index,
@@ -202,23 +187,20 @@ class Writer:
             raise ValueError(
                 f"unknown medium {medium!r}; external content is one of {', '.join(EXTERNAL_MEDIA)}"
             )
-        return self._log(text, SourceKind.EXTERNAL_CONTENT, f"{medium}:{source}", conversation_id)
+        source_id = f"{medium}:{source}"
+        return self._log(text, SourceKind.EXTERNAL_CONTENT, source_id, conversation_id)[0]
 
     def observe(self, subject: str, value: str, *, source: str) -> str:
         """Log one behaviour event ("morning coffee order: americano") from an app."""
         return self._log(
-            event_text(subject, value),
-            SourceKind.USER_BEHAVIOUR,
-            source,
-            BEHAVIOUR_CONVERSATION,
-        )
+            event_text(subject, value), SourceKind.USER_BEHAVIOUR, source, BEHAVIOUR_CONVERSATION
+        )[0]
 
     def import_text(self, text: str, *, source: str) -> list[LocalResult]:
         """Import a dump: every statement becomes a candidate "imported, not verified"."""
-        episode_id = self._log(text, SourceKind.IMPORT, source, IMPORT_CONVERSATION)
+        episode_id, at = self._log(text, SourceKind.IMPORT, source, IMPORT_CONVERSATION)
         sentences = (split_sentences(text) or [text])[:MAX_IMPORTED_SENTENCES]
         detections, _model = self.detect(sentences)
-        at = self.now()
         results = []
         for sentence, d in zip(sentences, detections, strict=True):
             if sentence.rstrip().endswith("?"):
@@ -250,11 +232,21 @@ class Writer:
             results.append(self.apply(op, None))
         return results
 
-    def _log(self, text: str, kind: SourceKind, source: str, conversation_id: str) -> str:
+    def _log(
+        self,
+        text: str,
+        kind: SourceKind,
+        source: str | None,
+        conversation_id: str,
+        *,
+        keep: bool = False,
+    ) -> tuple[str, datetime]:
+        """Log an episode (``keep``: only on this device); its id and when it was logged."""
         at = self.now()
         episode_id = self.new_id("ep")
+        what = "episode" if kind is SourceKind.USER_STATEMENT else f"{kind.value} episode"
         op = self.build(
-            f"{kind.value.replace('_', ' ')} episode",
+            what.replace("_", " "),
             episode_id,
             lambda: AddEpisode(
                 op_id=self.new_id("op"),
@@ -268,5 +260,5 @@ class Writer:
                 source_id=source,
             ),
         )
-        self.apply(op, False)
-        return episode_id
+        self.apply(op, keep)
+        return episode_id, at

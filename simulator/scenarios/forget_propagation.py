@@ -8,31 +8,19 @@ a positive control proves the device scan can see the very keys it later must mi
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 from simulator.cloud_runner import RunningCloud
-from simulator.fleet import DeviceHandle, Fleet, User
+from simulator.fleet import Fleet, User
 from simulator.forensics import ScanResult, scan_device_database, scan_sqlite_database, scan_values
 from simulator.report import ScenarioReport, StepState
+from simulator.scenarios.play import Emit, device_state, play
 
 NAME = "forget-propagation"
 CONVERSATION = "conv-1"
 TYPED = "Morning! I grew up in Duluth. Anyway, what should I cook tonight?"
 SENTENCE = "I grew up in Duluth."
-
-
-def _device_state(handle: DeviceHandle) -> dict[str, Any]:
-    return {
-        "name": handle.name,
-        "online": handle.online,
-        "queued_ops": handle.agent.pending_ops(),
-        "records": [
-            {"record_id": view.record_id, "state": view.lifecycle_state.value}
-            for view in handle.agent.list_records()
-        ],
-    }
 
 
 def _pending(fleet: Fleet, user: User) -> list[dict[str, Any]]:
@@ -59,25 +47,19 @@ def _describe(scan: ScanResult) -> str:
     return f"no trace in {where}"
 
 
-def run(cloud: RunningCloud, root: Path, emit: Callable[[StepState], None]) -> ScenarioReport:
+def run(cloud: RunningCloud, root: Path, emit: Emit) -> ScenarioReport:
     """Play the scenario against ``cloud`` with devices under ``root``; return the report."""
-    report = ScenarioReport(NAME)
-    fleet = Fleet(cloud, root)
-    try:
-        _play(fleet, report, emit)
-    finally:
-        fleet.close()
-    return report
+    return play(NAME, _play, cloud, root, emit)
 
 
-def _play(fleet: Fleet, report: ScenarioReport, emit: Callable[[StepState], None]) -> None:
+def _play(fleet: Fleet, report: ScenarioReport, emit: Emit) -> None:
     user = fleet.add_user("ada")
     phone = fleet.add_device(user, "phone")
     laptop = fleet.add_device(user, "laptop")
 
     def step(title: str) -> list[dict[str, Any]]:
         pending = _pending(fleet, user)
-        state = StepState(title, [_device_state(d) for d in user.devices], pending)
+        state = StepState(title, [device_state(d) for d in user.devices], pending)
         report.steps.append(state)
         emit(state)
         return pending
