@@ -25,6 +25,7 @@ from rich.console import Console
 from rich.table import Table
 
 import device.db
+from bench import consolidation as consolidation_bench
 from bench import detector as detector_bench
 from bench import embedding as embedding_bench
 from bench import retrieval as retrieval_bench
@@ -194,7 +195,9 @@ def _wire_ops(n: int) -> list[dict[str, Any]]:
     return ops
 
 
-def run(n_device: int, n_push: int, sizes: list[int], smoke: bool) -> dict[str, Any]:
+def run(
+    n_device: int, n_push: int, sizes: list[int], smoke: bool, n_consolidate: int
+) -> dict[str, Any]:
     with tempfile.TemporaryDirectory(prefix="memsync-bench-") as tmp:
         root = Path(tmp)
         quality = retrieval_bench.quality(root / "eval", smoke)
@@ -211,6 +214,7 @@ def run(n_device: int, n_push: int, sizes: list[int], smoke: bool) -> dict[str, 
         raw_plain = bench_raw_writes(n_device, root / "raw-plain.db", sqlcipher3, key=False)
         raw_stdlib = bench_raw_writes(n_device, root / "raw-stdlib.db", sqlite3, key=False)
         push = bench_push(n_push, root / "push")
+        consolidation = consolidation_bench.measure(n_consolidate, root / "consolidation")
     figures = {
         "device_pairs_per_s_sqlcipher": ours_cipher,
         "device_pairs_per_s_sqlcipher_model_stubbed": ours_no_model,
@@ -219,6 +223,8 @@ def run(n_device: int, n_push: int, sizes: list[int], smoke: bool) -> dict[str, 
         "raw_pairs_per_s_plain_sqlite": raw_plain,
         "raw_pairs_per_s_stdlib_sqlite3": raw_stdlib,
         **push,
+        "consolidated_candidates_per_s": consolidation["consolidated_per_s"],
+        "remember_applied_per_s": consolidation["remember_applied_per_s"],
     }
     ratios = {
         "device_sqlcipher_vs_device_plain": ours_cipher / ours_plain,
@@ -228,6 +234,8 @@ def run(n_device: int, n_push: int, sizes: list[int], smoke: bool) -> dict[str, 
         "push_e2e_vs_direct_apply": push["push_ops_per_s"] / push["direct_apply_ops_per_s"],
         "push_e2e_vs_raw_store_insert": push["push_ops_per_s"]
         / push["raw_store_insert_rows_per_s"],
+        "consolidator_vs_explicit_remember": consolidation["consolidated_per_s"]
+        / consolidation["remember_applied_per_s"],
     }
     return {
         "when": datetime.now(UTC).isoformat(timespec="seconds"),
@@ -239,7 +247,12 @@ def run(n_device: int, n_push: int, sizes: list[int], smoke: bool) -> dict[str, 
             .execute("PRAGMA cipher_version")
             .fetchone()[0],
         },
-        "workload": {"device_pairs": n_device, "push_pairs": n_push, "row_bytes": ROW_BYTES},
+        "workload": {
+            "device_pairs": n_device,
+            "push_pairs": n_push,
+            "row_bytes": ROW_BYTES,
+            "candidates": n_consolidate,
+        },
         "plain_sqlite_file_is_plaintext": plain_header.startswith(b"SQLite format 3"),
         "figures": figures,
         "ratios": ratios,
@@ -299,6 +312,7 @@ def main() -> None:
     parser.add_argument("--smoke", action="store_true", help="tiny workload, for CI")
     parser.add_argument("--device-pairs", type=int, default=1000)
     parser.add_argument("--push-pairs", type=int, default=2000)
+    parser.add_argument("--candidates", type=int, default=1000, help="for the consolidator")
     parser.add_argument(
         "--sizes",
         type=lambda text: [int(x) for x in text.split(",")],
@@ -307,8 +321,9 @@ def main() -> None:
     )
     args = parser.parse_args()
     n_device, n_push = (20, 20) if args.smoke else (args.device_pairs, args.push_pairs)
+    n_consolidate = 20 if args.smoke else args.candidates
     sizes = [200] if args.smoke else args.sizes
-    result = run(n_device, n_push, sizes, args.smoke)
+    result = run(n_device, n_push, sizes, args.smoke, n_consolidate)
     result["smoke"] = args.smoke
     RESULTS.write_text(json.dumps(result, indent=2) + "\n")
     console = Console()

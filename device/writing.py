@@ -2,8 +2,9 @@
 
 Invariants:
 - During a conversation only the episode and the detector's candidate marks are
-  written; records come later, from background consolidation (the cloud's worker, or
-  this device for classes it keeps to itself).
+  written, in one transaction (the model runs before it); records come later, from
+  background consolidation (the cloud's worker, or this device for classes it keeps to
+  itself).
 - Whether an utterance is kept only on this device is decided BEFORE its episode is
   logged, from the caller's explicit class, the detector's label of every sentence and
   the sensitivity lexicon (which can only raise a class); such an episode, its
@@ -55,6 +56,7 @@ Build = Callable[[str, str, Callable[[], AnyOperation]], AnyOperation]
 BEHAVIOUR_CONVERSATION = "behaviour"
 IMPORT_CONVERSATION = "import"
 MAX_IMPORTED_SENTENCES = 64
+MAX_MARKED_SENTENCE = 255  # a mark names a sentence index up to this
 # Where external content came from: each is logged as external content, its medium
 # prefixed to the source id ("email:<message id>").
 EXTERNAL_MEDIA = (
@@ -90,39 +92,40 @@ class Writer:
             for s, d in zip(sentences, detections, strict=True)
         ]
         device_only = bool(set(classes) & candidates.device_only_classes(self.db))
-        episode_id, typed_at = self._log(
-            text, SourceKind.USER_STATEMENT, None, conversation_id, keep=device_only
-        )
-        shown = []
-        for index, (sentence, d, cls) in enumerate(
-            zip(sentences, detections, classes, strict=True)
-        ):
-            shown.append(
-                DetectedSentence(
-                    sentence=index,
-                    text=sentence,
-                    candidate=d.candidate,
-                    score=d.score,
-                    content_type=d.content_type.value,
-                    sensitivity=cls.value,
-                    time_kind=d.time_kind.value,
-                )
-            )
-            if not d.candidate or index > 255:
-                continue
-            mark = MarkCandidate(
-                op_id=self.new_id("op"),
-                made_at=typed_at,
-                initiated_by=Initiator.ASSISTANT,
-                episode_id=episode_id,
+        shown = [
+            DetectedSentence(
                 sentence=index,
-                content_type=d.content_type,
-                sensitivity=cls,
-                time_kind=d.time_kind,
-                score=round(d.score, 6),
-                model_id=model_id,
+                text=sentence,
+                candidate=d.candidate,
+                score=d.score,
+                content_type=d.content_type.value,
+                sensitivity=cls.value,
+                time_kind=d.time_kind.value,
             )
-            self.apply(mark, device_only or None)
+            for index, (sentence, d, cls) in enumerate(
+                zip(sentences, detections, classes, strict=True)
+            )
+        ]
+        with self.db.atomic():  # the words and their marks commit together, once
+            episode_id, typed_at = self._log(
+                text, SourceKind.USER_STATEMENT, None, conversation_id, keep=device_only
+            )
+            for index, (d, cls) in enumerate(zip(detections, classes, strict=True)):
+                if not d.candidate or index > MAX_MARKED_SENTENCE:
+                    continue
+                mark = MarkCandidate(
+                    op_id=self.new_id("op"),
+                    made_at=typed_at,
+                    initiated_by=Initiator.ASSISTANT,
+                    episode_id=episode_id,
+                    sentence=index,
+                    content_type=d.content_type,
+                    sensitivity=cls,
+                    time_kind=d.time_kind,
+                    score=round(d.score, 6),
+                    model_id=model_id,
+                )
+                self.apply(mark, device_only or None)
         return SaidResult(episode_id, tuple(shown), device_only, model_id)
 
     def end_session(self, conversation_id: str) -> list[LocalResult]:

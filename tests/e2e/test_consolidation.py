@@ -72,6 +72,8 @@ def _scenario(cloud: RunningCloud, phone: DeviceHandle, laptop: DeviceHandle) ->
     learned = _by_text(laptop)
     swim = learned["I go swimming every Tuesday."]
     assert swim.background and swim.lifecycle_state is LifecycleState.ACTIVE
+    recently = {v.record_id for v in laptop.agent.recently_learned()}
+    assert swim.record_id in recently  # "recently learned" on the second device too
     assert swim.epistemic_state == "said"
     asthma = learned["I was diagnosed with asthma last year."]
     assert asthma.lifecycle_state is LifecycleState.CANDIDATE  # sensitive: waits for the user
