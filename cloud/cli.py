@@ -128,6 +128,16 @@ def register(subparsers: Any) -> argparse.ArgumentParser:
     pending.add_argument("--user", required=True, help="user name or space id")
     pending.add_argument("--json", action="store_true", help="print JSON")
     pending.set_defaults(func=cmd_pending)
+
+    revoke = commands.add_parser(
+        "revoke-device",
+        help="revoke a device: its credential is refused and it wipes its copy of the memory",
+    )
+    _common(revoke)
+    revoke.add_argument("--user", required=True, help="user name or space id")
+    revoke.add_argument("device_id")
+    revoke.add_argument("--json", action="store_true", help="print JSON")
+    revoke.set_defaults(func=cmd_revoke_device)
     return cloud
 
 
@@ -252,6 +262,23 @@ def cmd_add_device(args: argparse.Namespace) -> int:
         print(json.dumps({"user": args.user, "space_id": space_id, "enrollment_code": code}))
     else:
         print(f"enrollment code: {code}  (single use, valid 24 hours)")
+    return 0
+
+
+def cmd_revoke_device(args: argparse.Namespace) -> int:
+    try:
+        with _service(args) as service:
+            space_id = service.find_space(args.user)
+            service.revoke_device(space_id, args.device_id)
+    except CloudError as exc:
+        return _fail(exc)
+    if args.json:
+        print(json.dumps({"space_id": space_id, "revoked": args.device_id}))
+    else:
+        print(
+            f"device {args.device_id} is revoked: its credential is refused from now on, and "
+            "it wipes its copy of the memory when it next reaches the cloud"
+        )
     return 0
 
 

@@ -31,6 +31,14 @@ class Unauthorized(CloudError):
     code = ErrorCode.UNAUTHORIZED
 
 
+class DeviceRevoked(CloudError):
+    """The credential belongs to a device the account revoked: refused, and the device
+    wipes its copy of the memory when it hears this."""
+
+    status = 401
+    code = ErrorCode.DEVICE_REVOKED
+
+
 class EnrollmentRefused(CloudError):
     status = 403
     code = ErrorCode.ENROLLMENT_REFUSED

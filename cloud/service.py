@@ -44,6 +44,7 @@ from cloud.embedder import default_embedder
 from cloud.errors import (
     AccountKeyMismatch,
     AlreadyExists,
+    DeviceRevoked,
     EnrollmentRefused,
     KeyStoreError,
     MalformedCursorError,
@@ -275,7 +276,19 @@ class CloudService:
             device = s.device_by_credential(_hash(credential))
         if device is None:
             raise Unauthorized("the device credential is unknown")
+        if device.revoked_at is not None:
+            raise DeviceRevoked(
+                f"device {device.device_id} was revoked at {device.revoked_at.isoformat()}; "
+                "it must wipe its copy of the memory"
+            )
         return device.space_id, device.device_id
+
+    def revoke_device(self, space_id: str, device_id: str) -> None:
+        """Revoke a device: from now on its credential is refused (401 ``device_revoked``)
+        and, when it next reaches the cloud, it wipes its copy of the memory."""
+        with self.store.session(space_id, lock=True) as s:
+            if not s.revoke_device(space_id, device_id, self._clock()):
+                raise NotFound(f"no device {device_id} to revoke in space {space_id}")
 
     def find_space(self, name_or_id: str) -> str:
         with self.store.session() as s:

@@ -19,7 +19,8 @@ Invariants:
 from __future__ import annotations
 
 import secrets
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from contextlib import contextmanager
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any, TypeVar
@@ -27,12 +28,13 @@ from typing import Any, TypeVar
 import httpx
 from pydantic import ValidationError
 
-from device import account, candidates, catalog, keys, reading, retrieval, search, store
+from device import account, candidates, catalog, keys, reading, retrieval, search, shred, store
 from device.client import CloudClient
 from device.db import DB_FILENAME, Database
 from device.detector import default_detector
 from device.errors import (
     AlreadyEnrolled,
+    DeviceRevoked,
     InvalidOperation,
     NoCloud,
     NotEnrolled,
@@ -352,9 +354,10 @@ class DeviceAgent:
             return  # already registered, and the passphrase matches it
         derived = strongauth.account_verify_key(account_passphrase, meta.space_id)
         try:
-            response = self._cloud().post(
-                "/v1/account-key", AccountKeyRequest(account_key=derived), AccountKeyResponse
-            )
+            with self._revocable():
+                response = self._cloud().post(
+                    "/v1/account-key", AccountKeyRequest(account_key=derived), AccountKeyResponse
+                )
         except ServerRefused as exc:
             if exc.code == ErrorCode.ACCOUNT_KEY_MISMATCH.value:
                 raise Refused(
@@ -829,7 +832,8 @@ class DeviceAgent:
             factual=factual,
             consents=list(consents),
         )
-        response = self._cloud().post("/v1/recall", request, RecallResponse)
+        with self._revocable():
+            response = self._cloud().post("/v1/recall", request, RecallResponse)
         try:
             plain = keys.open_sealed_answer(
                 keys.load_private_key(meta.private_key), response.sealed_answer
@@ -897,7 +901,27 @@ class DeviceAgent:
             raise NotEnrolled(
                 f"device {meta.device_name!r} is not enrolled; enroll it with a code first"
             )
-        return SyncSession(self._db, self._cloud(), self._now).run()
+        with self._revocable():
+            return SyncSession(self._db, self._cloud(), self._now).run()
+
+    @contextmanager
+    def _revocable(self) -> Iterator[None]:
+        """Any call to the cloud: if the cloud says this device was revoked, wipe every
+        key and row of memory here (one transaction, then the WAL is checkpointed) and
+        raise ``DeviceRevoked``."""
+        try:
+            yield
+        except ServerRefused as exc:
+            if exc.code != ErrorCode.DEVICE_REVOKED.value:
+                raise
+            with self._db.atomic():
+                held = shred.wipe(self._db, at=self._now())
+            self._db.checkpoint()
+            raise DeviceRevoked(
+                f"device {self.device_name!r} was revoked by its account: its copy of the "
+                f"memory ({held} record(s), keys and words included) was wiped and its "
+                "credential dropped; enroll it again to use it with the cloud"
+            ) from exc
 
     def _debug_db(self) -> Any:
         """The raw connection, for tests that must poke the store directly."""

@@ -112,6 +112,10 @@ class ServerRefused(DeviceError):
         super().__init__(f"the cloud refused the request (HTTP {status}, {code}): {message}")
 
 
+class DeviceRevoked(DeviceError):
+    """The account revoked this device: its copy of the memory was wiped."""
+
+
 class ServerError(DeviceError):
     """The cloud answered with something that is not a valid protocol message."""
 

@@ -204,3 +204,42 @@ def shred_many(
     if extra:
         shred_episodes(db, list(dict.fromkeys(extra)), forgotten_at=forgotten_at)
     return done
+
+
+# Everything a wipe empties besides what ``shred_many`` already shreds: bookkeeping,
+# tombstones, indexes and the record rows themselves (a revoked device keeps nothing).
+_WIPED_TABLES = (
+    "op_queue", "receipts", "local_receipts", "pending_acks", "candidates",
+    "ended_conversations", "device_only_classes", "subject_index", "derivations",
+    "record_events", "record_search", "record_vectors", "projects", "forgotten_episodes",
+    "forgotten_artifacts", "records",
+)  # fmt: skip
+
+
+def wipe(db: Database, *, at: str) -> int:
+    """A revoked device: destroy every data key and every row of memory on this device,
+    kept-on-device classes included, in one transaction; the caller checkpoints the
+    WAL. The device's own identity (meta) stays, without its credential. Returns how
+    many records were held."""
+    if not db.in_transaction:
+        raise RuntimeError("wiping must run inside Database.atomic()")
+    live = [
+        row["record_id"]
+        for row in db.all("SELECT record_id FROM records WHERE lifecycle != ?", (FORGOTTEN,))
+    ]
+    artifacts = [row["artifact_id"] for row in db.all("SELECT artifact_id FROM artifacts")]
+    shred_many(db, live, artifacts, all_episodes=True, forgotten_at=at, sync_state="synced")
+    keys = [row["key_id"] for row in db.all("SELECT key_id FROM data_keys")]
+    for key_id in keys:
+        db.execute(
+            "INSERT OR IGNORE INTO shred_permits (kind, item_id) VALUES ('key', ?)", (key_id,)
+        )
+    db.execute("DELETE FROM data_keys")
+    db.execute("DELETE FROM shred_permits")
+    for table in _WIPED_TABLES:
+        db.execute(f"DELETE FROM {table}")
+    db.execute("INSERT INTO record_fts (record_fts) VALUES ('delete-all')")
+    db.execute("INSERT INTO record_fts (record_fts) VALUES ('optimize')")
+    db.execute("UPDATE search_state SET needs_merge = 0, generation = generation + 1")
+    store.forget_credential(db)
+    return len(live)

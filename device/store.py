@@ -400,6 +400,11 @@ def add_pending_ack(db: Database, event_id: int, record_id: str, received_at: st
     )
 
 
+def forget_credential(db: Database) -> None:
+    """Drop the cloud credential (a revoked device can never use it again)."""
+    db.execute("UPDATE meta SET credential = NULL")
+
+
 def pending_acks(db: Database) -> list[int]:
     return [int(row["event_id"]) for row in db.all("SELECT event_id FROM pending_acks ORDER BY 1")]
 

@@ -57,6 +57,7 @@ class ErrorCode(StrEnum):
     ENROLLMENT_REFUSED = "enrollment_refused"
     MALFORMED_CURSOR = "malformed_cursor"
     ACCOUNT_KEY_MISMATCH = "account_key_mismatch"
+    DEVICE_REVOKED = "device_revoked"
 
 
 class ErrorBody(Envelope):

@@ -355,6 +355,12 @@ def _v5_work_queue(conn: Connection) -> None:
         conn.exec_driver_sql(statement)
 
 
+def _v6_revocation(conn: Connection) -> None:
+    """A device can be revoked: its credential is refused from then on."""
+    ts = _TYPES[conn.dialect.name]["ts"]
+    conn.exec_driver_sql(f"ALTER TABLE devices ADD COLUMN revoked_at {ts}")
+
+
 @dataclass(frozen=True)
 class Migration:
     version: int
@@ -368,6 +374,7 @@ MIGRATIONS: tuple[Migration, ...] = (
     Migration(3, "memory_record", _v3_memory_record),
     Migration(4, "search_indexes", _v4_search),
     Migration(5, "work_queue", _v5_work_queue),
+    Migration(6, "device_revocation", _v6_revocation),
 )
 
 _CREATE_MIGRATIONS = {

@@ -101,6 +101,7 @@ devices = Table(
     Column("credential_hash", Text, nullable=False, unique=True),
     Column("enrolled_at", UtcDateTime, nullable=False),
     Column("last_seen", UtcDateTime),
+    Column("revoked_at", UtcDateTime),
 )
 
 applied_ops = Table(

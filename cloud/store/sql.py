@@ -237,22 +237,44 @@ class SqlSession(MemoryQueries, SearchQueries, WorkQueries):
         )
 
     def device_by_credential(self, credential_hash: str) -> DeviceRow | None:
+        """The device holding this credential, revoked or not (the caller decides)."""
+        c = t.devices.c
+        row = self.conn.execute(
+            select(c.space_id, c.device_id, c.name, c.public_key, c.revoked_at).where(
+                c.credential_hash == credential_hash
+            )
+        ).first()
+        return None if row is None else DeviceRow(row[0], row[1], row[2], bytes(row[3]), row[4])
+
+    def device(self, space_id: str, device_id: str) -> DeviceRow | None:
+        """An enrolled device that is not revoked (None for a revoked one)."""
         c = t.devices.c
         row = self.conn.execute(
             select(c.space_id, c.device_id, c.name, c.public_key).where(
-                c.credential_hash == credential_hash
+                c.space_id == space_id, c.device_id == device_id, c.revoked_at.is_(None)
             )
         ).first()
         return None if row is None else DeviceRow(row[0], row[1], row[2], bytes(row[3]))
 
-    def device(self, space_id: str, device_id: str) -> DeviceRow | None:
+    def devices(self, space_id: str) -> list[DeviceRow]:
+        """Every device ever enrolled in the space, revoked ones included."""
         c = t.devices.c
-        row = self.conn.execute(
-            select(c.space_id, c.device_id, c.name, c.public_key).where(
-                c.space_id == space_id, c.device_id == device_id
-            )
-        ).first()
-        return None if row is None else DeviceRow(row[0], row[1], row[2], bytes(row[3]))
+        rows = self.conn.execute(
+            select(c.space_id, c.device_id, c.name, c.public_key, c.revoked_at)
+            .where(c.space_id == space_id)
+            .order_by(c.enrolled_at, c.device_id)
+        )
+        return [DeviceRow(r[0], r[1], r[2], bytes(r[3]), r[4]) for r in rows]
+
+    def revoke_device(self, space_id: str, device_id: str, at: datetime) -> bool:
+        """Revoke a device; False when it is unknown here or already revoked."""
+        c = t.devices.c
+        result = self.conn.execute(
+            update(t.devices)
+            .where(c.space_id == space_id, c.device_id == device_id, c.revoked_at.is_(None))
+            .values(revoked_at=at)
+        )
+        return int(result.rowcount) == 1
 
     def touch_device(self, space_id: str, device_id: str, at: datetime) -> None:
         c = t.devices.c

@@ -10,6 +10,7 @@ import pytest
 
 from cloud.config import CloudConfig
 from cloud.errors import (
+    DeviceRevoked,
     EnrollmentRefused,
     MalformedCursorError,
     MalformedRequest,
@@ -107,6 +108,27 @@ def test_unknown_credential_is_unauthorized(service: CloudService) -> None:
         service.authenticate("cred_nope")
     with pytest.raises(Unauthorized):
         service.authenticate("")
+
+
+def test_a_revoked_device_is_refused_everywhere_and_only_it(
+    service: CloudService, ops: Ops
+) -> None:
+    phone, laptop = new_user(service, "alice", "phone", "laptop")
+    (stranger,) = new_user(service, "bob", "phone")
+    with pytest.raises(NotFound, match="no device"):
+        service.revoke_device(phone.space_id, stranger.device_id)  # another space's device
+    service.revoke_device(phone.space_id, phone.device_id)
+    with pytest.raises(DeviceRevoked, match=f"device {phone.device_id} was revoked"):
+        service.authenticate(phone.credential)
+    with pytest.raises(NotFound, match="no device"):
+        service.revoke_device(phone.space_id, phone.device_id)  # once is enough
+    assert service.authenticate(laptop.credential) == (laptop.space_id, laptop.device_id)
+    assert service.authenticate(stranger.credential)[1] == stranger.device_id
+    with pytest.raises(Unauthorized, match="not enrolled"):
+        push(service, phone, ops.episode("ep_0000000001", TYPED))  # past the HTTP boundary too
+    with service.store.session() as s:
+        listed = {d.device_id: d.revoked_at is not None for d in s.devices(phone.space_id)}
+    assert listed == {phone.device_id: True, laptop.device_id: False}
 
 
 def test_find_space_by_name_or_id(service: CloudService) -> None:

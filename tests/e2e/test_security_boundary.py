@@ -1,0 +1,211 @@
+"""The security boundary over real HTTP (uvicorn on loopback): credentials are stored
+hashed; a revoked device is refused (401 ``device_revoked``) and wipes its copy of the
+memory when it next reaches the cloud; and every route is scoped to the caller's
+space — a sweep of every route with another space's ids and credentials gets 401/404
+or its own (empty) space, never this space's data."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+from cloud.app import create_app
+from cloud.errors import NotFound
+from device.errors import DeviceRevoked
+from protocol.model import Sensitivity
+from simulator import cli
+from simulator.cloud_runner import RunningCloud
+from simulator.fleet import DeviceHandle, Fleet
+from simulator.forensics import scan_device_database
+
+pytestmark = pytest.mark.e2e
+
+SECRET = "I keep the spare key under the blue flowerpot."
+
+
+def _credential(handle: DeviceHandle) -> str:
+    row = handle.agent._debug_db().one("SELECT credential FROM meta")
+    assert row[0], "the device holds a credential"
+    return str(row[0])
+
+
+def _cloud_files(cloud: RunningCloud) -> bytes:
+    folder = Path(cloud.config.store_url.removeprefix("sqlite:///")).parent
+    return b"".join(p.read_bytes() for p in sorted(folder.iterdir()) if p.is_file())
+
+
+def test_a_revoked_device_is_refused_and_wipes_its_copy(
+    cloud: RunningCloud, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    fleet = Fleet(cloud, tmp_path / "devices")
+    try:
+        ada = fleet.add_user("ada")
+        phone, laptop = fleet.add_device(ada, "phone"), fleet.add_device(ada, "laptop")
+        phone.agent.say(SECRET, "c1")
+        record = phone.agent.remember(SECRET, "c1").record_id
+        phone.agent.keep_on_device(Sensitivity.HEALTH)
+        phone.agent.say("I take insulin every morning.", "c2")
+        phone.agent.end_session("c2")
+        phone.agent.sync()
+        laptop.agent.sync()
+        credential = _credential(phone)
+        assert credential.encode() not in _cloud_files(cloud)  # stored hashed, never as is
+        needles = {"sentence": SECRET.encode(), "kept": b"insulin"}
+        needles |= {f"key {n}": k for n, k in enumerate(phone.agent.data_keys_for(record))}
+        before = scan_device_database(phone.db_path, phone.passphrase, needles)
+        assert {h.needle for h in before.hits} >= {"kept", "key 0"}  # the scan can see
+
+        argv = ["cloud", "revoke-device", "--user", "ada", phone.agent.device_id or ""]
+        argv += ["--store", cloud.config.store_url, "--keys", str(cloud.config.key_store_path)]
+        assert cli.main(argv) == 0
+        assert "wipes its copy of the memory" in capsys.readouterr().out
+        with pytest.raises(NotFound, match="no device"):
+            cloud.operator.revoke_device(ada.space_id, phone.agent.device_id or "")
+
+        raw = httpx.post(
+            f"{cloud.url}/v1/pull",
+            json={"protocol_version": 1, "limit": 10},
+            headers={"Authorization": f"Bearer {credential}"},
+        )
+        assert raw.status_code == 401 and raw.json()["code"] == "device_revoked"
+
+        with pytest.raises(DeviceRevoked, match="was wiped"):
+            phone.agent.sync()
+        assert phone.agent.list_records() == [] and phone.agent.pending_ops() == 0
+        after = scan_device_database(phone.db_path, phone.passphrase, needles)
+        assert after.clean and after.pages > 0 and after.unreadable_pages == 0, after.hits
+        # the account's other devices and the cloud keep the memory: revoking is not forgetting
+        laptop.agent.sync()
+        assert [v.text for v in laptop.agent.list_records()] == [SECRET]
+        assert cloud.operator.record_status(ada.space_id, record).lifecycle_state.value == (
+            "active"
+        )
+    finally:
+        fleet.close()
+
+
+# --- every route, from another space -------------------------------------------------
+
+
+ROUTES: dict[tuple[str, str], dict[str, Any]] = {
+    ("GET", "/v1/health"): {},
+    ("POST", "/v1/enroll"): {},
+    ("POST", "/v1/push"): {},
+    ("POST", "/v1/pull"): {},
+    ("POST", "/v1/recall"): {},
+    ("POST", "/v1/ack"): {},
+    ("POST", "/v1/account-key"): {},
+    ("GET", "/v1/forgets/pending"): {},
+    ("GET", "/v1/records/{record_id}"): {},
+}
+
+
+def test_the_sweep_covers_every_route(cloud: RunningCloud) -> None:
+    app = create_app(cloud.config)
+    served = {
+        (method, route.path)
+        for route in app.routes
+        if route.path.startswith("/v1/")
+        for method in getattr(route, "methods", set()) - {"HEAD"}
+    }
+    assert served == set(ROUTES), "a new route needs a line in the wall sweep below"
+
+
+def test_no_route_reaches_another_space(cloud: RunningCloud, tmp_path: Path) -> None:
+    fleet = Fleet(cloud, tmp_path / "devices")
+    try:
+        ada = fleet.add_user("ada")
+        phone = fleet.add_device(ada, "phone")
+        phone.agent.say(SECRET, "c1")
+        record = phone.agent.remember(SECRET, "c1").record_id
+        phone.agent.sync()
+        bob = fleet.add_user("bob")
+        stranger = fleet.add_device(bob, "stranger")
+        theirs = {"Authorization": f"Bearer {_credential(stranger)}"}
+        episode = phone.agent._debug_db().one("SELECT episode_id FROM episodes")[0]
+        v1 = {"protocol_version": 1}
+        base = cloud.url
+        with httpx.Client(base_url=base, timeout=30) as http:
+            answers = {
+                ("GET", "/v1/health"): http.get("/v1/health"),
+                ("POST", "/v1/enroll"): http.post(
+                    "/v1/enroll",
+                    json={
+                        **v1,
+                        "code": "not-a-code-of-ada",
+                        "device_name": "x",
+                        "public_key": "A" * 43 + "=",
+                    },
+                ),
+                ("POST", "/v1/push"): http.post(
+                    "/v1/push",
+                    headers=theirs,
+                    json={
+                        **v1,
+                        "ops": [
+                            {
+                                "kind": "forget_permanently",
+                                "op_id": "op_aaaaaaaaaaaaaaaaaaaaaaaaaa",
+                                "made_at": "2026-11-29T10:00:00Z",
+                                "initiated_by": "user",
+                                "record_id": record,
+                                "episode_ids": [episode],
+                            },
+                            {
+                                "kind": "dont_use",
+                                "op_id": "op_bbbbbbbbbbbbbbbbbbbbbbbbbb",
+                                "made_at": "2026-11-29T10:00:00Z",
+                                "initiated_by": "user",
+                                "record_id": record,
+                            },
+                        ],
+                    },
+                ),
+                ("POST", "/v1/pull"): http.post(
+                    "/v1/pull", headers=theirs, json={**v1, "limit": 100}
+                ),
+                ("POST", "/v1/recall"): http.post(
+                    "/v1/recall", headers=theirs, json={**v1, "query": "spare key flowerpot"}
+                ),
+                ("POST", "/v1/ack"): http.post(
+                    "/v1/ack", headers=theirs, json={**v1, "event_ids": [1, 2, 3]}
+                ),
+                ("POST", "/v1/account-key"): http.post(
+                    "/v1/account-key", headers={}, json={**v1, "account_key": "A" * 43 + "="}
+                ),
+                ("GET", "/v1/forgets/pending"): http.get("/v1/forgets/pending", headers=theirs),
+                ("GET", "/v1/records/{record_id}"): http.get(
+                    f"/v1/records/{record}", headers=theirs
+                ),
+            }
+        assert set(answers) == set(ROUTES)
+        for route, answer in answers.items():
+            body = answer.text
+            # a push may name back the ids the stranger itself sent; nothing else may
+            sent = route in {("POST", "/v1/push"), ("GET", "/v1/records/{record_id}")}
+            for leak in (SECRET, "flowerpot", ada.space_id, *([] if sent else [record, episode])):
+                assert leak not in body, (route, leak, body[:300])
+        assert answers[("POST", "/v1/enroll")].status_code == 403
+        assert answers[("POST", "/v1/account-key")].status_code == 401
+        assert answers[("GET", "/v1/records/{record_id}")].status_code == 404
+        receipts = json.loads(answers[("POST", "/v1/push")].text)["receipts"]
+        assert [r["code"] for r in receipts] == ["unknown_record", "unknown_record"]
+        # ... and ada's memory is exactly as it was
+        phone.agent.sync()
+        assert [v.text for v in phone.agent.list_records()] == [SECRET]
+        state = cloud.operator.record_status(ada.space_id, record)
+        assert state.lifecycle_state.value == "active"
+        # without any credential, every route but health and enroll is 401
+        with httpx.Client(base_url=base, timeout=30) as http:
+            for method, path in ROUTES:
+                if path in ("/v1/health", "/v1/enroll"):
+                    continue
+                url = path.replace("{record_id}", record)
+                answer = http.request(method, url, json=v1 if method == "POST" else None)
+                assert answer.status_code == 401, (method, path, answer.text)
+    finally:
+        fleet.close()
