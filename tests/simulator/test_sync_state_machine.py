@@ -1,0 +1,193 @@
+"""A Hypothesis state machine over real devices and an in-process cloud.
+
+Two SQLCipher devices of one user talk to the real FastAPI app (in process, through
+the test client's transport) behind a fault-injecting transport at the device's one
+seam: requests that never arrive, responses lost after the server committed, and
+devices that crash (their connection dropped without closing) and reopen. Random
+remembers, "don't use"s, forgets and syncs run in between. Whenever every device is
+back online and has synced, the invariants must hold:
+
+- every device equals the cloud's view of each record it knows (state and text);
+- no queued operation is left, and no acknowledged one was lost: every record a
+  device created exists in the cloud (or was forgotten);
+- nothing was applied twice: every record has exactly one version;
+- forgotten stays forgotten: no device can read a record the cloud forgot, and an
+  offline device's queued edit to it never brings it back.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import shutil
+import tempfile
+from pathlib import Path
+
+import httpx
+from fastapi.testclient import TestClient
+from hypothesis import HealthCheck, settings
+from hypothesis import strategies as st
+from hypothesis.stateful import Bundle, RuleBasedStateMachine, precondition, rule
+
+from cloud.app import create_app
+from cloud.config import CloudConfig
+from cloud.errors import NotFound
+from cloud.service import CloudService
+from cloud.status import RecordState
+from device.agent import DeviceAgent
+from device.errors import Offline, Refused
+from protocol.model import LifecycleState
+from tests.device.conftest import TickingClock, seeded
+
+PASSPHRASE = "state machine passphrase"
+SENTENCES = [f"My friend number {i} lives in town {i}." for i in range(40)]
+FORGOTTEN = LifecycleState.FORGOTTEN.value
+
+
+class FaultyTransport(httpx.BaseTransport):
+    """The device's seam: ``mode`` is ok, offline (never arrives) or lose_response
+    (the server commits, the answer is lost on the way back)."""
+
+    def __init__(self, inner: httpx.BaseTransport) -> None:
+        self.inner = inner
+        self.mode = "ok"
+
+    def handle_request(self, request: httpx.Request) -> httpx.Response:
+        if self.mode == "offline":
+            raise httpx.ConnectError("offline (injected)", request=request)
+        answered = self.inner.handle_request(request)
+        body = answered.read()
+        if self.mode == "lose_response":
+            raise httpx.ReadTimeout("the answer was lost (injected)", request=request)
+        return httpx.Response(answered.status_code, headers=answered.headers, content=body)
+
+
+class SyncUnderFire(RuleBasedStateMachine):
+    records = Bundle("records")
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.root = Path(tempfile.mkdtemp(prefix="memsync-sm-"))
+        self.config = CloudConfig(
+            store_url=f"sqlite:///{self.root / 'records.db'}",
+            key_store_path=self.root / "keys.db",
+        )
+        self.client = TestClient(create_app(self.config))
+        self.client.__enter__()
+        self.service: CloudService = self.client.app.state.service  # type: ignore[attr-defined]
+        self.space, code = self.service.add_user("ada")
+        self.transports: list[FaultyTransport] = []
+        self.agents: list[DeviceAgent] = []
+        self.created: dict[str, int] = {}  # record id -> the device that made it
+        self.next_sentence = 0
+        for n in range(2):
+            transport = FaultyTransport(self.client._transport)
+            agent = DeviceAgent.create(
+                self.root / f"device{n}",
+                PASSPHRASE,
+                device_name=f"device{n}",
+                cloud_url="http://testserver",
+                transport=transport,
+                clock=TickingClock(),
+                random_bytes=seeded(100 + n),
+            )
+            agent.enroll(code if n == 0 else self.service.new_enrollment_code(self.space))
+            self.transports.append(transport)
+            self.agents.append(agent)
+
+    def teardown(self) -> None:
+        for agent in self.agents:
+            agent.close()
+        self.client.__exit__(None, None, None)
+        shutil.rmtree(self.root, ignore_errors=True)
+
+    # --- what users and networks do ---------------------------------------------------
+
+    @precondition(lambda self: self.next_sentence < len(SENTENCES))
+    @rule(target=records, device=st.integers(0, 1))
+    def remember(self, device: int) -> str:
+        text = SENTENCES[self.next_sentence]
+        self.next_sentence += 1
+        agent = self.agents[device]
+        agent.say(text, f"c{self.next_sentence}")
+        record = agent.remember(text, f"c{self.next_sentence}").record_id
+        self.created[record] = device
+        return record
+
+    @rule(device=st.integers(0, 1), record=records)
+    def dont_use(self, device: int, record: str) -> None:
+        # not held here, forgotten, or already not in use: refused, nothing changed
+        with contextlib.suppress(Refused):
+            self.agents[device].dont_use(record)
+
+    @rule(device=st.integers(0, 1), record=records)
+    def forget(self, device: int, record: str) -> None:
+        with contextlib.suppress(Refused):
+            self.agents[device].forget_permanently(record)
+
+    @rule(device=st.integers(0, 1), mode=st.sampled_from(["ok", "offline", "lose_response"]))
+    def sync(self, device: int, mode: str) -> None:
+        self.transports[device].mode = mode
+        try:
+            self.agents[device].sync()
+        except Offline:
+            assert mode != "ok"
+        finally:
+            self.transports[device].mode = "ok"
+
+    @rule(device=st.integers(0, 1))
+    def crash_and_reopen(self, device: int) -> None:
+        agent = self.agents[device]
+        agent._debug_db().conn.close()  # the process dies; nothing is closed cleanly
+        self.agents[device] = DeviceAgent.open(
+            agent.directory,
+            PASSPHRASE,
+            transport=self.transports[device],
+            clock=TickingClock(),
+            random_bytes=seeded(200 + device + self.next_sentence),
+        )
+
+    # --- the invariants, once everyone is back online ---------------------------------
+
+    def _cloud(self, record: str) -> RecordState | None:
+        """The cloud's view of a record; None when it never saw it."""
+        try:
+            return self.service.record_status(self.space, record)
+        except NotFound:
+            return None
+
+    @rule()
+    def everyone_syncs_and_converges(self) -> None:
+        for _round in range(2):
+            for agent in self.agents:
+                agent.sync()
+        for n, agent in enumerate(self.agents):
+            assert agent.pending_ops() == 0, f"device{n} still queues ops"
+            for view in agent.list_records():
+                state = self._cloud(view.record_id)
+                if state is None:
+                    # forgotten on its own device before it was ever pushed: the cloud
+                    # never saw it, and the device keeps only the skeleton
+                    assert view.lifecycle == FORGOTTEN and self.created[view.record_id] == n
+                    assert view.text is None and not agent.data_keys_for(view.record_id)
+                    continue
+                cloud_state = state.lifecycle_state.value
+                assert view.lifecycle == cloud_state, (n, view.record_id, view.lifecycle)
+                if cloud_state == FORGOTTEN:
+                    assert view.text is None and not agent.data_keys_for(view.record_id)
+                else:
+                    assert view.version == state.version == 1, (n, view.record_id)
+        held = [{v.record_id for v in a.list_records()} for a in self.agents]
+        for record, maker in self.created.items():
+            assert record in held[maker]  # never lost on the device that made it
+            state = self._cloud(record)
+            if state is not None and state.lifecycle_state.value != FORGOTTEN:
+                assert all(record in h for h in held), record  # both devices hold it
+
+
+SyncUnderFire.TestCase.settings = settings(
+    max_examples=12,
+    stateful_step_count=14,
+    deadline=None,
+    suppress_health_check=[HealthCheck.too_slow],
+)
+test_sync_under_fire = SyncUnderFire.TestCase
