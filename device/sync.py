@@ -25,7 +25,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from device import candidates, catalog, effects, search, shred, store
+from device import candidates, catalog, effects, faults, search, shred, store
 from device.client import CloudClient
 from device.db import Database
 from device.errors import ChangeDoesNotOpen, ServerError, ServerRefused
@@ -120,6 +120,7 @@ class SyncSession:
                     continue
                 raise
             self._check_receipts(rows, response.receipts)
+            faults.reached("push_answered")  # a test may kill the process right here
             with self.db.atomic():
                 for row, receipt in zip(rows, response.receipts, strict=True):
                     self._apply_receipt(row, receipt)
@@ -240,6 +241,7 @@ class SyncSession:
                 "/v1/pull", PullRequest(cursor=cursor, limit=MAX_PULL_PAGE), PullResponse
             )
             shredded_before = len(self.report.shredded)
+            faults.reached("pull_answered")
             with self.db.atomic():
                 private_key = load_private_key(store.get_meta(self.db).private_key)
                 for change in page.changes:
