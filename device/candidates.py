@@ -87,17 +87,11 @@ def resolve(db: Database, refs: Iterable[tuple[str, int]], record_id: str) -> No
 
 def waiting(db: Database, *, conversation_id: str | None = None) -> list[CandidateRow]:
     """Candidates not yet consolidated (of one conversation, or all), oldest first."""
-    if conversation_id is None:
-        rows = db.all(
-            "SELECT * FROM candidates WHERE record_id IS NULL ORDER BY marked_at, episode_id, "
-            "sentence"
-        )
-    else:
-        rows = db.all(
-            "SELECT * FROM candidates WHERE record_id IS NULL AND conversation_id = ? "
-            "ORDER BY marked_at, episode_id, sentence",
-            (conversation_id,),
-        )
+    rows = db.all(
+        "SELECT * FROM candidates WHERE record_id IS NULL "
+        "AND (? IS NULL OR conversation_id = ?) ORDER BY marked_at, episode_id, sentence",
+        (conversation_id, conversation_id),
+    )
     return [_row(r) for r in rows]
 
 

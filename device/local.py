@@ -42,6 +42,10 @@ def device_only(db: Database, op: AnyOperation) -> bool:
     if isinstance(op, EndSession | ForgetArea | SetProject):
         return False
     kept = candidates.device_only_classes(db)
+    if not kept:
+        # nothing is ever marked device-only before a class is kept (and a class, once
+        # kept, stays kept), so most ops need no further lookup
+        return False
     if isinstance(op, MarkCandidate) and op.sensitivity in kept:
         return True
     if isinstance(op, Remember) and op.sensitivity in kept:

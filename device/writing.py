@@ -49,7 +49,7 @@ from protocol.operations import (
     Infer,
     MarkCandidate,
 )
-from protocol.sentences import split_sentences
+from protocol.sentences import is_question, split_sentences
 
 Apply = Callable[[AnyOperation, bool | None], LocalResult]
 Build = Callable[[str, str, Callable[[], AnyOperation]], AnyOperation]
@@ -206,7 +206,7 @@ class Writer:
         detections, _model = self.detect(sentences)
         results = []
         for sentence, d in zip(sentences, detections, strict=True):
-            if sentence.rstrip().endswith("?"):
+            if is_question(sentence):
                 continue
             content_type = d.content_type
             if content_type is ContentType.PREFERENCE:

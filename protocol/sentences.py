@@ -46,6 +46,12 @@ def split_sentences(text: str) -> list[str]:
     return [p.strip() for p in parts if p.strip()]
 
 
+def is_question(sentence: str) -> bool:
+    """A question asks; it says nothing to remember about the user (a closing quote or
+    bracket after the question mark still makes it one)."""
+    return sentence.rstrip().rstrip("\"'\u201d\u2019)").endswith("?")
+
+
 def check_said(claim: str, typed: Iterable[str]) -> SaidCheck:
     """Decide whether ``claim`` is one whole sentence of the ``typed`` texts."""
     claimed = normalise(claim)

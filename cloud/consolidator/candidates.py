@@ -20,13 +20,13 @@ Invariants:
 
 from __future__ import annotations
 
-from cloud.consolidator.plan import BY, Context, Plan, is_question
+from cloud.consolidator.plan import BY, Context, Plan
 from cloud.store.base import WorkItemRow
 from protocol.consolidation.content import said_content
 from protocol.consolidation.extract import Hints
 from protocol.model import SourceKind
 from protocol.operations import CandidateRef, Consolidate
-from protocol.sentences import normalise, split_sentences
+from protocol.sentences import is_question, normalise, split_sentences
 
 
 def plan_candidate(ctx: Context, item: WorkItemRow) -> Plan:

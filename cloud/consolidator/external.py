@@ -19,7 +19,7 @@ Invariants:
 
 from __future__ import annotations
 
-from cloud.consolidator.plan import BY, Context, Plan, is_question
+from cloud.consolidator.plan import BY, Context, Plan
 from cloud.consolidator.tokens import claim_key, claim_record_id
 from cloud.store.base import WorkItemRow
 from protocol.consolidation.extract import Hints
@@ -35,7 +35,7 @@ from protocol.model import (
 )
 from protocol.operations import AnyOperation, Consolidate, Corroborate
 from protocol.rules import EXTERNAL_KINDS, EpisodeFacts
-from protocol.sentences import split_sentences
+from protocol.sentences import is_question, split_sentences
 from protocol.subjects import words
 
 MAX_CLAIMS = 20

@@ -81,10 +81,5 @@ class Context:
         return None if row is None else self.reader.record(row)
 
 
-def is_question(sentence: str) -> bool:
-    """A question asks; it says nothing to remember about the user."""
-    return sentence.rstrip().rstrip("\"'\u201d\u2019)").endswith("?")
-
-
 def describe(item: WorkItemRow) -> str:
     return f"{item.item_kind} {item.name} of {item.space_id}"

@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
+import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from protocol.sentences import SaidVerdict, check_said, normalise, split_sentences
+from protocol.sentences import SaidVerdict, check_said, is_question, normalise, split_sentences
 
 TYPED = "Hi! My favorite number is not 1729. I grew up in Duluth.  Do you know it?"
 
@@ -73,3 +74,17 @@ def test_every_typed_sentence_is_said_and_every_proper_fragment_is_not(
         fragment = " ".join(body.split(" ")[cut:])
         if all(normalise(s) != fragment for s in sentences):
             assert not check_said(fragment, [typed]).ok
+
+
+@pytest.mark.parametrize(
+    ("sentence", "asks"),
+    [
+        ("Do you think my sister likes cats?", True),
+        ('She asked "is it raining?"', True),
+        ("Is it (really?)", True),
+        ("I wonder why.", False),
+        ("I like tea", False),
+    ],
+)
+def test_a_question_is_told_by_its_final_mark(sentence: str, asks: bool) -> None:
+    assert is_question(sentence) is asks
