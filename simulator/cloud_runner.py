@@ -2,12 +2,17 @@
 
 Invariants: the server binds 127.0.0.1 only; ``start`` returns once the socket is
 listening (connections queue in its backlog), and ``stop`` waits for the server to end.
+A restart builds a new app (a new ``CloudService``) on the same stores and the same
+port, as a new process would; the operator handle stays open across restarts.
 """
 
 from __future__ import annotations
 
 import socket
 import threading
+from collections.abc import Callable
+from dataclasses import replace
+from datetime import datetime
 from pathlib import Path
 
 import uvicorn
@@ -26,21 +31,32 @@ class RunningCloud:
         self._thread: threading.Thread | None = None
         self._socket: socket.socket | None = None
         self.port = 0
+        self._starts = 0
         self.operator = CloudService(config)
 
     @classmethod
-    def sqlite(cls, folder: Path) -> RunningCloud:
+    def sqlite(cls, folder: Path, *, clock: Callable[[], datetime] | None = None) -> RunningCloud:
+        """A cloud on SQLite files in ``folder``; ``clock`` is the cloud's own clock."""
         folder.mkdir(parents=True, exist_ok=True)
-        return cls(
-            CloudConfig(
-                store_url=f"sqlite:///{folder / 'records.db'}",
-                key_store_path=folder / "keys.db",
-            )
+        config = CloudConfig(
+            store_url=f"sqlite:///{folder / 'records.db'}", key_store_path=folder / "keys.db"
         )
+        if clock is not None:
+            config = replace(config, clock=clock)
+        return cls(config)
 
     @property
     def url(self) -> str:
         return f"http://127.0.0.1:{self.port}"
+
+    @property
+    def urls(self) -> list[str]:
+        """Every URL this cloud serves on (one process: one URL)."""
+        return [self.url]
+
+    @property
+    def restarts(self) -> int:
+        return self._starts - 1 if self._starts else 0
 
     def start(self) -> RunningCloud:
         sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
@@ -56,19 +72,22 @@ class RunningCloud:
         )
         thread.start()
         self._server, self._thread, self._socket = server, thread, sock
+        self._starts += 1
         return self
 
-    def stop(self) -> None:
+    def stop(self, *, force: bool = False) -> None:
+        """End the server: gracefully, or at once (``force``: requests in flight are cut)."""
         if self._server is not None and self._thread is not None:
             self._server.should_exit = True
+            self._server.force_exit = force
             self._thread.join(timeout=30)
         if self._socket is not None:
             self._socket.close()
         self._server = self._thread = self._socket = None
 
-    def restart(self) -> None:
+    def restart(self, *, force: bool = False) -> None:
         """Stop and start again on the same port, as after a crash of the process."""
-        self.stop()
+        self.stop(force=force)
         self.start()
 
     def close(self) -> None:
