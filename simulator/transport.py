@@ -284,11 +284,23 @@ class FaultInjectingTransport(httpx.BaseTransport):
         return self.plan.draw(request) if self.plan is not None else None
 
     def _deliver(self, request: httpx.Request) -> httpx.Response:
-        """Send to the server and read the whole answer (the server has finished)."""
+        """Send to the server and read the whole answer (the server has finished); the
+        answer is handed on byte for byte, as a fresh response over those bytes."""
         self.requests += 1
-        response = self.inner.handle_request(request)
-        response.read()
-        return response
+        answered = self.inner.handle_request(request)
+        try:
+            raw = b"".join(answered.iter_raw())
+        except httpx.StreamConsumed:  # an in-memory transport answered already read
+            raw = answered.content
+        finally:
+            answered.close()
+        return httpx.Response(
+            answered.status_code,
+            headers=answered.headers,
+            stream=httpx.ByteStream(raw),
+            extensions=answered.extensions,
+            request=request,
+        )
 
     def _apply(self, fault: Fault, request: httpx.Request, number: int) -> httpx.Response:
         kind = fault.kind
@@ -361,7 +373,7 @@ class FaultInjectingTransport(httpx.BaseTransport):
         request = held.request
         try:
             response = self._deliver(_copy(request))
-            outcome, detail = str(response.status_code), response.text[:300]
+            outcome, detail = str(response.status_code), response.read().decode()[:300]
         except httpx.TransportError as exc:  # the server went away: the ghost is lost too
             outcome, detail = type(exc).__name__, str(exc)
         self._record(held.request_no, REPLAYED, request, 1, outcome, detail)

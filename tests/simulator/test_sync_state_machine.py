@@ -1,9 +1,10 @@
 """A Hypothesis state machine over real devices and an in-process cloud.
 
 Two SQLCipher devices of one user talk to the real FastAPI app (in process, through
-the test client's transport) behind a fault-injecting transport at the device's one
-seam: requests that never arrive, responses lost after the server committed, and
-devices that crash (their connection dropped without closing) and reopen. Random
+the test client's transport) behind the simulator's fault-injecting transport at the
+device's one seam: requests that never arrive, responses lost after the server
+committed, requests delivered twice, stale copies of requests delivered again later,
+and devices that crash (their connection dropped without closing) and reopen. Random
 remembers, "don't use"s, forgets and syncs run in between. Whenever every device is
 back online and has synced, the invariants must hold:
 
@@ -22,7 +23,6 @@ import shutil
 import tempfile
 from pathlib import Path
 
-import httpx
 from fastapi.testclient import TestClient
 from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
@@ -36,6 +36,7 @@ from cloud.status import RecordState
 from device.agent import DeviceAgent
 from device.errors import Offline, Refused
 from protocol.model import LifecycleState
+from simulator.transport import EveryRequest, FaultInjectingTransport, FaultKind
 from tests.device.conftest import TickingClock, seeded
 
 PASSPHRASE = "state machine passphrase"
@@ -43,22 +44,15 @@ SENTENCES = [f"My friend number {i} lives in town {i}." for i in range(40)]
 FORGOTTEN = LifecycleState.FORGOTTEN.value
 
 
-class FaultyTransport(httpx.BaseTransport):
-    """The device's seam: ``mode`` is ok, offline (never arrives) or lose_response
-    (the server commits, the answer is lost on the way back)."""
-
-    def __init__(self, inner: httpx.BaseTransport) -> None:
-        self.inner = inner
-        self.mode = "ok"
-
-    def handle_request(self, request: httpx.Request) -> httpx.Response:
-        if self.mode == "offline":
-            raise httpx.ConnectError("offline (injected)", request=request)
-        answered = self.inner.handle_request(request)
-        body = answered.read()
-        if self.mode == "lose_response":
-            raise httpx.ReadTimeout("the answer was lost (injected)", request=request)
-        return httpx.Response(answered.status_code, headers=answered.headers, content=body)
+# how the network behaves during one sync: every request gets that fault
+NETWORK = {
+    "ok": None,
+    "offline": FaultKind.DROP_REQUEST,  # never arrives
+    "lose_response": FaultKind.READ_TIMEOUT,  # the server commits, the answer is lost
+    "duplicate": FaultKind.DUPLICATE,  # delivered twice; the device hears the first
+    "replay": FaultKind.REPLAY_LATER,  # a copy of each request arrives again later
+}
+FAILS = {"offline", "lose_response"}
 
 
 class SyncUnderFire(RuleBasedStateMachine):
@@ -75,12 +69,12 @@ class SyncUnderFire(RuleBasedStateMachine):
         self.client.__enter__()
         self.service: CloudService = self.client.app.state.service  # type: ignore[attr-defined]
         self.space, code = self.service.add_user("ada")
-        self.transports: list[FaultyTransport] = []
+        self.transports: list[FaultInjectingTransport] = []
         self.agents: list[DeviceAgent] = []
         self.created: dict[str, int] = {}  # record id -> the device that made it
         self.next_sentence = 0
         for n in range(2):
-            transport = FaultyTransport(self.client._transport)
+            transport = FaultInjectingTransport(self.client._transport)
             agent = DeviceAgent.create(
                 self.root / f"device{n}",
                 PASSPHRASE,
@@ -124,15 +118,16 @@ class SyncUnderFire(RuleBasedStateMachine):
         with contextlib.suppress(Refused):
             self.agents[device].forget_permanently(record)
 
-    @rule(device=st.integers(0, 1), mode=st.sampled_from(["ok", "offline", "lose_response"]))
+    @rule(device=st.integers(0, 1), mode=st.sampled_from(sorted(NETWORK)))
     def sync(self, device: int, mode: str) -> None:
-        self.transports[device].mode = mode
+        kind = NETWORK[mode]
+        self.transports[device].plan = EveryRequest(kind) if kind is not None else None
         try:
             self.agents[device].sync()
         except Offline:
-            assert mode != "ok"
+            assert mode in FAILS
         finally:
-            self.transports[device].mode = "ok"
+            self.transports[device].plan = None
 
     @rule(device=st.integers(0, 1))
     def crash_and_reopen(self, device: int) -> None:
@@ -155,8 +150,14 @@ class SyncUnderFire(RuleBasedStateMachine):
         except NotFound:
             return None
 
+    @rule(device=st.integers(0, 1))
+    def stale_copies_arrive(self, device: int) -> None:
+        self.transports[device].deliver_held()
+
     @rule()
     def everyone_syncs_and_converges(self) -> None:
+        for transport in self.transports:  # stale copies still in flight arrive first
+            transport.deliver_held()
         for _round in range(2):
             for agent in self.agents:
                 agent.sync()
