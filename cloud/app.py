@@ -4,8 +4,13 @@ Invariants:
 - A body is read here, never by the framework: its size is checked against
   Content-Length and against the bytes actually read (413), it must be a JSON object
   (400 ``malformed_request``), its ``protocol_version`` is checked before anything
-  else (400 ``unsupported_protocol_version`` naming the range), then the envelope is
-  validated (400 naming the field).
+  else against ``CloudConfig.supported_versions`` (400 ``unsupported_protocol_version``
+  naming the range), then the envelope is validated for that version (400 naming the
+  field; a field of a later version names the version it needs).
+- Every answer is rendered in the request's protocol version (``protocol.versioned``),
+  so a version-1 request gets exactly version 1's bytes. An answer to a request that
+  carries no supported version (GET routes, refusals of the version itself) is in the
+  lowest version of the cloud's range, which every device it accepts can read.
 - Every error leaves as an ``ErrorBody``; exceptions are mapped in one place.
 - Every route but health and enroll needs ``Authorization: Bearer <credential>``, and
   the credential alone decides the space.
@@ -28,7 +33,7 @@ from cloud.config import CloudConfig
 from cloud.errors import CloudError, MalformedRequest, RequestTooLarge, Unauthorized
 from cloud.service import CloudService
 from cloud.validation import describe
-from protocol.errors import MalformedCursor, UnsupportedProtocolVersion
+from protocol.errors import FieldNotInVersion, MalformedCursor, UnsupportedProtocolVersion
 from protocol.messages import (
     AccountKeyRequest,
     AckRequest,
@@ -41,25 +46,37 @@ from protocol.messages import (
     peek_version,
 )
 from protocol.operations import MAX_OPS_PER_PUSH
-from protocol.version import PROTOCOL_VERSION, SUPPORTED_VERSIONS
+from protocol.version import VersionRange
+from protocol.versioned import parse, render_json
 
 _M = TypeVar("_M", bound=BaseModel)
 _R = TypeVar("_R")
 
 
-def _json(model: BaseModel, status: int = 200, *, exclude_none: bool = False) -> Response:
+def _answer_version(request: Request, supported: VersionRange) -> int:
+    """The request's protocol version once it was read and accepted, else the lowest."""
+    version = getattr(request.state, "protocol_version", None)
+    return version if isinstance(version, int) else supported[0]
+
+
+def _json(
+    model: BaseModel, version: int, status: int = 200, *, exclude_none: bool = False
+) -> Response:
     return Response(
-        content=model.model_dump_json(exclude_none=exclude_none),
+        content=render_json(model, version, exclude_none=exclude_none),
         status_code=status,
         media_type="application/json",
     )
 
 
-def _error(status: int, code: ErrorCode, message: str) -> Response:
-    return _json(ErrorBody(code=code, message=message), status)
+def _error(
+    status: int, code: ErrorCode, message: str, version: int, supported: VersionRange
+) -> Response:
+    body = ErrorBody(code=code, message=message, supported_versions=supported)
+    return _json(body, version, status)
 
 
-async def _read_object(request: Request, max_bytes: int) -> dict[str, Any]:
+async def _read_object(request: Request, max_bytes: int, supported: VersionRange) -> dict[str, Any]:
     declared = request.headers.get("content-length")
     if declared is not None:
         try:
@@ -81,13 +98,16 @@ async def _read_object(request: Request, max_bytes: int) -> dict[str, Any]:
         raise MalformedRequest(f"body is not JSON: {exc}") from exc
     if not isinstance(raw, dict):
         raise MalformedRequest(f"body must be a JSON object, got {type(raw).__name__}")
-    peek_version(raw)
+    request.state.protocol_version = peek_version(raw, supported)
     return raw
 
 
 def _parse(model: type[_M], raw: dict[str, Any]) -> _M:
+    version = raw["protocol_version"]  # peeked and accepted by _read_object
     try:
-        return model.model_validate(raw)
+        return parse(model, raw, version)
+    except FieldNotInVersion as exc:
+        raise MalformedRequest(f"{model.__name__} is malformed: {exc}") from exc
     except ValidationError as exc:
         raise MalformedRequest(f"{model.__name__} is malformed: {describe(exc)}") from exc
 
@@ -106,6 +126,7 @@ def create_app(config: CloudConfig) -> FastAPI:
     """The FastAPI app over a fresh ``CloudService`` (closed when the app shuts down)."""
     service = CloudService(config)
     max_bytes = config.max_request_bytes
+    supported = config.supported_versions
 
     @asynccontextmanager
     async def lifespan(_app: FastAPI) -> AsyncIterator[None]:
@@ -123,25 +144,35 @@ def create_app(config: CloudConfig) -> FastAPI:
     async def who(request: Request) -> tuple[str, str]:
         return await call(service.authenticate, _credential(request))
 
+    def error(request: Request, status: int, code: ErrorCode, message: str) -> Response:
+        return _error(status, code, message, _answer_version(request, supported), supported)
+
+    def answer(request: Request, model: BaseModel, *, exclude_none: bool = False) -> Response:
+        return _json(model, _answer_version(request, supported), exclude_none=exclude_none)
+
+    async def read(request: Request) -> dict[str, Any]:
+        return await _read_object(request, max_bytes, supported)
+
     @app.exception_handler(CloudError)
-    async def _cloud_error(_request: Request, exc: CloudError) -> Response:
+    async def _cloud_error(request: Request, exc: CloudError) -> Response:
         if exc.code is None:
             raise exc
-        return _error(exc.status, exc.code, str(exc))
+        return error(request, exc.status, exc.code, str(exc))
 
     @app.exception_handler(UnsupportedProtocolVersion)
-    async def _version(_request: Request, exc: UnsupportedProtocolVersion) -> Response:
-        return _error(400, ErrorCode.UNSUPPORTED_PROTOCOL_VERSION, str(exc))
+    async def _version(request: Request, exc: UnsupportedProtocolVersion) -> Response:
+        return error(request, 400, ErrorCode.UNSUPPORTED_PROTOCOL_VERSION, str(exc))
 
     @app.exception_handler(MalformedCursor)
-    async def _cursor(_request: Request, exc: MalformedCursor) -> Response:
-        return _error(400, ErrorCode.MALFORMED_CURSOR, str(exc))
+    async def _cursor(request: Request, exc: MalformedCursor) -> Response:
+        return error(request, 400, ErrorCode.MALFORMED_CURSOR, str(exc))
 
     @app.exception_handler(StarletteHTTPException)
     async def _http(request: Request, exc: StarletteHTTPException) -> Response:
         if exc.status_code == 404:
-            return _error(404, ErrorCode.NOT_FOUND, f"no route {request.url.path}")
-        return _error(
+            return error(request, 404, ErrorCode.NOT_FOUND, f"no route {request.url.path}")
+        return error(
+            request,
             exc.status_code,
             ErrorCode.MALFORMED_REQUEST,
             f"{request.method} {request.url.path}: {exc.detail}",
@@ -150,62 +181,64 @@ def create_app(config: CloudConfig) -> FastAPI:
     @app.get("/v1/health")
     async def health() -> Response:
         body = {
-            "protocol_version": PROTOCOL_VERSION,
+            "protocol_version": supported[0],
             "status": "ok",
-            "supported_versions": list(SUPPORTED_VERSIONS),
+            "supported_versions": list(supported),
         }
         return Response(content=json.dumps(body), media_type="application/json")
 
     @app.post("/v1/enroll")
     async def enroll(request: Request) -> Response:
-        req = _parse(EnrollRequest, await _read_object(request, max_bytes))
-        return _json(await call(service.enroll, req))
+        req = _parse(EnrollRequest, await read(request))
+        return answer(request, await call(service.enroll, req))
 
     @app.post("/v1/push")
     async def push(request: Request) -> Response:
         space_id, device_id = await who(request)
-        raw = await _read_object(request, max_bytes)
+        raw = await read(request)
         ops = raw.get("ops")
         if isinstance(ops, list) and len(ops) > MAX_OPS_PER_PUSH:
             raise RequestTooLarge(
                 f"push carries {len(ops)} ops; at most {MAX_OPS_PER_PUSH} per request"
             )
         req = _parse(PushRequest, raw)
-        return _json(await call(service.push, space_id, device_id, req))
+        return answer(request, await call(service.push, space_id, device_id, req))
 
     @app.post("/v1/pull")
     async def pull(request: Request) -> Response:
         space_id, device_id = await who(request)
-        req = _parse(PullRequest, await _read_object(request, max_bytes))
-        return _json(await call(service.pull, space_id, device_id, req))
+        req = _parse(PullRequest, await read(request))
+        # Live-pull hook: ``req.wait`` (protocol 2 on; always 0 in a version-1 request)
+        # reaches ``service.pull``, which answers at once until it learns to wait.
+        return answer(request, await call(service.pull, space_id, device_id, req))
 
     @app.post("/v1/recall")
     async def recall(request: Request) -> Response:
         space_id, device_id = await who(request)
-        req = _parse(RecallRequest, await _read_object(request, max_bytes))
-        return _json(await call(service.recall, space_id, device_id, req))
+        req = _parse(RecallRequest, await read(request))
+        return answer(request, await call(service.recall, space_id, device_id, req))
 
     @app.post("/v1/ack")
     async def ack(request: Request) -> Response:
         space_id, device_id = await who(request)
-        req = _parse(AckRequest, await _read_object(request, max_bytes))
-        return _json(await call(service.ack, space_id, device_id, req))
+        req = _parse(AckRequest, await read(request))
+        return answer(request, await call(service.ack, space_id, device_id, req))
 
     @app.post("/v1/account-key")
     async def account_key(request: Request) -> Response:
         space_id, device_id = await who(request)
-        req = _parse(AccountKeyRequest, await _read_object(request, max_bytes))
-        return _json(await call(service.register_account_key, space_id, device_id, req))
+        req = _parse(AccountKeyRequest, await read(request))
+        return answer(request, await call(service.register_account_key, space_id, device_id, req))
 
     @app.get("/v1/forgets/pending")
     async def pending(request: Request) -> Response:
         space_id, _device_id = await who(request)
-        return _json(await call(service.pending, space_id))
+        return answer(request, await call(service.pending, space_id))
 
     @app.get("/v1/records/{record_id}")
     async def record(request: Request, record_id: str) -> Response:
         space_id, _device_id = await who(request)
         state = await call(service.record_status, space_id, record_id)
-        return _json(state, exclude_none=True)
+        return answer(request, state, exclude_none=True)
 
     return app

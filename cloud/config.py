@@ -14,6 +14,7 @@ from pathlib import Path
 
 from protocol.embedding import Embedder
 from protocol.messages import MAX_REQUEST_BYTES
+from protocol.version import SUPPORTED_VERSIONS, VersionRange, check_range
 
 
 def utc_now() -> datetime:
@@ -30,6 +31,9 @@ class CloudConfig:
     ``master_key`` (32 bytes) overrides ``MEMSYNC_MASTER_KEY`` and the ``master.key``
     file beside the key store. ``embedder`` gives the sentence embedder retrieval uses
     (default: ``cloud.embedder.default_embedder``, the model ``make model`` builds).
+    ``supported_versions`` is the closed range of protocol versions this cloud accepts
+    (default: every version this code speaks); a narrower range makes, for instance, a
+    cloud that still speaks only version 1.
     """
 
     store_url: str
@@ -39,3 +43,7 @@ class CloudConfig:
     max_request_bytes: int = MAX_REQUEST_BYTES
     master_key: bytes | None = field(default=None, repr=False)
     embedder: Callable[[], Embedder] | None = None
+    supported_versions: VersionRange = SUPPORTED_VERSIONS
+
+    def __post_init__(self) -> None:
+        check_range(self.supported_versions)

@@ -14,6 +14,8 @@ Invariants:
 - Recall re-checks every index hit against the record's authoritative state.
 - All network traffic goes through ``device.client.CloudClient`` (one transport seam);
   time and randomness come from the injected ``clock`` and ``random_bytes``.
+- ``protocol_versions`` pins the protocol versions the device speaks (default: every
+  version this code speaks), e.g. ``(1, 1)`` to act as an old device.
 """
 
 from __future__ import annotations
@@ -29,7 +31,7 @@ import httpx
 from pydantic import ValidationError
 
 from device import account, candidates, catalog, keys, reading, retrieval, search, shred, store
-from device.client import CloudClient
+from device.client import LIVE_PULL_SINCE, CloudClient
 from device.db import DB_FILENAME, Database
 from device.detector import default_detector
 from device.errors import (
@@ -102,6 +104,7 @@ from protocol.operations import (
     UseAgain,
 )
 from protocol.sentences import check_said
+from protocol.version import SUPPORTED_VERSIONS, VersionRange, check_range
 
 Clock = Callable[[], datetime]
 RandomBytes = Callable[[int], bytes]
@@ -122,6 +125,15 @@ def _detect(sentences: Sequence[str]) -> tuple[list[Detection], str]:
     return model.detect(sentences), model.model_id
 
 
+def _checked_versions(versions: VersionRange | None) -> VersionRange:
+    try:
+        return check_range(SUPPORTED_VERSIONS if versions is None else versions)
+    except ValueError as exc:
+        raise InvalidOperation(
+            f"protocol_versions {versions!r}: {exc}; nothing was opened"
+        ) from exc
+
+
 def _invalid(kind: str, item_id: str, exc: ValidationError) -> InvalidOperation:
     problems = "; ".join(
         f"{'.'.join(str(p) for p in err['loc']) or 'value'}: {err['msg']}" for err in exc.errors()
@@ -138,10 +150,12 @@ class DeviceAgent:
         transport: httpx.BaseTransport | None,
         clock: Clock | None,
         random_bytes: RandomBytes | None,
+        protocol_versions: VersionRange | None = None,
     ) -> None:
         self._db = db
         self._directory = directory
         self._transport = transport
+        self._protocol_versions = _checked_versions(protocol_versions)
         self._clock = clock or _system_clock
         self._random = random_bytes or secrets.token_bytes
         self._client: CloudClient | None = None
@@ -160,15 +174,24 @@ class DeviceAgent:
         transport: httpx.BaseTransport | None = None,
         clock: Clock | None = None,
         random_bytes: RandomBytes | None = None,
+        protocol_versions: VersionRange | None = None,
     ) -> DeviceAgent:
         """Create a new encrypted device database and key pair in ``directory``."""
         directory = Path(directory)
+        versions = _checked_versions(protocol_versions)
         if not device_name or len(device_name) > 64:
             raise InvalidOperation(
                 f"device name {device_name!r} must be 1 to 64 characters; nothing was created"
             )
         db = Database.create(directory / DB_FILENAME, passphrase)
-        agent = cls(db, directory, transport=transport, clock=clock, random_bytes=random_bytes)
+        agent = cls(
+            db,
+            directory,
+            transport=transport,
+            clock=clock,
+            random_bytes=random_bytes,
+            protocol_versions=versions,
+        )
         try:
             migrate(db, agent._now())
             with db.atomic():
@@ -197,11 +220,20 @@ class DeviceAgent:
         transport: httpx.BaseTransport | None = None,
         clock: Clock | None = None,
         random_bytes: RandomBytes | None = None,
+        protocol_versions: VersionRange | None = None,
     ) -> DeviceAgent:
         """Open an existing device database (applying any pending migrations)."""
         directory = Path(directory)
+        versions = _checked_versions(protocol_versions)
         db = Database.open_existing(directory / DB_FILENAME, passphrase)
-        agent = cls(db, directory, transport=transport, clock=clock, random_bytes=random_bytes)
+        agent = cls(
+            db,
+            directory,
+            transport=transport,
+            clock=clock,
+            random_bytes=random_bytes,
+            protocol_versions=versions,
+        )
         try:
             ran = migrate(db, agent._now())
             store.get_meta(db)
@@ -246,6 +278,22 @@ class DeviceAgent:
         return keys.public_key_bytes(keys.load_private_key(store.get_meta(self._db).private_key))
 
     @property
+    def protocol_versions(self) -> VersionRange:
+        """The protocol versions this device speaks (its pin, or every one it knows)."""
+        return self._protocol_versions
+
+    @property
+    def protocol_version(self) -> int:
+        """The version the device speaks to its cloud: the highest of its range until a
+        cloud refused it, then the one negotiated (``CloudClient.protocol_version``)."""
+        return self._protocol_versions[1] if self._client is None else self._client.protocol_version
+
+    @property
+    def live_pull(self) -> bool:
+        """Whether the version spoken to the cloud has live pull (``PullRequest.wait``)."""
+        return self.protocol_version >= LIVE_PULL_SINCE
+
+    @property
     def db_path(self) -> Path:
         return self._db.path
 
@@ -276,7 +324,9 @@ class DeviceAgent:
         if self._client is None or self._client.base_url != url:
             if self._client is not None:
                 self._client.close()
-            self._client = CloudClient(url, transport=self._transport)
+            self._client = CloudClient(
+                url, transport=self._transport, protocol_versions=self._protocol_versions
+            )
         self._client.credential = store.get_meta(self._db).credential
         return self._client
 

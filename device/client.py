@@ -3,8 +3,15 @@
 Invariants:
 - One ``httpx.Client(base_url=..., transport=...)``; the transport is injected, so the
   same code runs over real HTTP, an in-process ASGI app, or a fault-injecting transport.
-- Every request body is a protocol envelope carrying ``protocol_version``; every
-  response is version-checked (``peek_version``) before it is parsed.
+- Every request body is a protocol envelope rendered for the version this client
+  speaks (``protocol.versioned``); every response is version-checked before it is
+  parsed, and must be in the version the request went out in.
+- Version negotiation: a client speaks the highest version of its range until a cloud
+  refuses it (400 ``unsupported_protocol_version``); then it reads the cloud's range
+  from the ``ErrorBody``, retries that one request once in the highest version both
+  speak, and keeps speaking it for the rest of its life. A refused version means the
+  cloud did nothing, so the retry cannot apply anything twice. With no common version
+  it raises ``NoCommonProtocolVersion`` naming both ranges.
 - httpx errors and non-2xx answers are mapped here, once, to ``device.errors``:
   connection errors and timeouts -> ``Offline``; an ``ErrorBody`` -> ``ServerRefused``;
   anything else -> ``ServerError``.
@@ -13,16 +20,26 @@ Invariants:
 from __future__ import annotations
 
 import json
-from typing import TypeVar
+from typing import Any, TypeVar
 
 import httpx
 from pydantic import BaseModel, ValidationError
 
-from device.errors import NotEnrolled, Offline, ServerError, ServerRefused
-from protocol.errors import UnsupportedProtocolVersion
-from protocol.messages import ErrorBody, peek_version
+from device.errors import (
+    NeedsNewerProtocol,
+    NoCommonProtocolVersion,
+    NotEnrolled,
+    Offline,
+    ServerError,
+    ServerRefused,
+)
+from protocol.errors import FieldNotInVersion, UnsupportedProtocolVersion
+from protocol.messages import ErrorBody, ErrorCode, PullRequest, peek_version
+from protocol.version import SUPPORTED_VERSIONS, VersionRange, check_range, common_version
+from protocol.versioned import introduced_in, parse, render_json
 
 DEFAULT_TIMEOUT = 10.0
+LIVE_PULL_SINCE = introduced_in(PullRequest, "wait")
 
 ResponseT = TypeVar("ResponseT", bound=BaseModel)
 
@@ -34,10 +51,24 @@ class CloudClient:
         *,
         transport: httpx.BaseTransport | None = None,
         timeout: float = DEFAULT_TIMEOUT,
+        protocol_versions: VersionRange = SUPPORTED_VERSIONS,
     ) -> None:
         self.base_url = base_url
+        self.protocol_versions = check_range(protocol_versions)
+        self._version = self.protocol_versions[1]
         self._http = httpx.Client(base_url=base_url, transport=transport, timeout=timeout)
         self.credential: str | None = None
+
+    @property
+    def protocol_version(self) -> int:
+        """The version requests go out in: the highest of this client's range until a
+        cloud refused it, then the one negotiated with that cloud."""
+        return self._version
+
+    @property
+    def live_pull(self) -> bool:
+        """Whether the version spoken carries ``PullRequest.wait`` (a live pull)."""
+        return self._version >= LIVE_PULL_SINCE
 
     def close(self) -> None:
         self._http.close()
@@ -52,14 +83,40 @@ class CloudClient:
                     f"POST {path} needs a device credential; enroll this device first"
                 )
             headers["authorization"] = f"Bearer {self.credential}"
+        response = self._send(path, body, headers)
+        refusal = _version_refusal(response)
+        if refusal is not None and self._negotiate(refusal):
+            response = self._send(path, body, headers)
+        return self._parse(path, response, response_model)
+
+    def _send(self, path: str, body: BaseModel, headers: dict[str, str]) -> httpx.Response:
         try:
-            response = self._http.post(path, content=body.model_dump_json(), headers=headers)
+            content = render_json(body, self._version)
+        except FieldNotInVersion as exc:
+            raise NeedsNewerProtocol(
+                f"POST {path}: {exc}, but the cloud at {self.base_url} is spoken to in "
+                f"version {self._version}; nothing was sent"
+            ) from exc
+        try:
+            return self._http.post(path, content=content, headers=headers)
         except httpx.TransportError as exc:
             raise Offline(
                 f"cannot reach the cloud at {self.base_url} (POST {path}): "
                 f"{type(exc).__name__}: {exc}"
             ) from exc
-        return self._parse(path, response, response_model)
+
+    def _negotiate(self, refusal: ErrorBody) -> bool:
+        """Move to the highest version both sides speak; False if that is the one refused."""
+        theirs = refusal.supported_versions
+        common = common_version(self.protocol_versions, theirs)
+        if common is None:
+            raise NoCommonProtocolVersion(
+                self.base_url, self.protocol_versions, theirs, refusal.message
+            )
+        if common == self._version:
+            return False  # the cloud refused a version it claims; report its refusal as is
+        self._version = common
+        return True
 
     def _parse(
         self, path: str, response: httpx.Response, response_model: type[ResponseT]
@@ -83,11 +140,28 @@ class CloudClient:
         if not isinstance(raw, dict):
             raise ServerError(f"POST {path}: expected a JSON object, got {type(raw).__name__}")
         try:
-            peek_version(raw)
-            return response_model.model_validate(raw)
+            version = peek_version(raw, (self._version, self._version))
+            return parse(response_model, raw, version)
         except UnsupportedProtocolVersion as exc:
-            raise ServerError(f"POST {path}: the cloud answered in {exc}") from exc
+            raise ServerError(
+                f"POST {path}: the request went out in protocol version {self._version}, but "
+                f"the answer carries version {exc.version!r}"
+            ) from exc
+        except FieldNotInVersion as exc:
+            raise ServerError(f"POST {path}: the answer is not valid: {exc}") from exc
         except ValidationError as exc:
             raise ServerError(
                 f"POST {path}: the answer is not a valid {response_model.__name__}: {exc}"
             ) from exc
+
+
+def _version_refusal(response: httpx.Response) -> ErrorBody | None:
+    """The cloud's ErrorBody if it refused the request's protocol version, else None."""
+    if response.status_code != 400:
+        return None
+    try:
+        raw: Any = response.json()
+        error = ErrorBody.model_validate(raw)
+    except (ValueError, ValidationError):
+        return None
+    return error if error.code is ErrorCode.UNSUPPORTED_PROTOCOL_VERSION else None

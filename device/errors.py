@@ -112,6 +112,30 @@ class ServerRefused(DeviceError):
         super().__init__(f"the cloud refused the request (HTTP {status}, {code}): {message}")
 
 
+class NoCommonProtocolVersion(ServerRefused):
+    """The cloud accepts no protocol version this device speaks; nothing was sent."""
+
+    def __init__(
+        self, base_url: str, mine: tuple[int, int], cloud: tuple[int, int], message: str
+    ) -> None:
+        self.base_url = base_url
+        self.mine = mine
+        self.cloud = cloud
+        DeviceError.__init__(
+            self,
+            f"the cloud at {base_url} accepts protocol versions {cloud[0]} to {cloud[1]}; "
+            f"this device speaks {mine[0]} to {mine[1]}: no version in common, so nothing "
+            f"was sent or changed (the cloud said: {message})",
+        )
+        self.code = "unsupported_protocol_version"
+        self.message = message
+        self.status = 400
+
+
+class NeedsNewerProtocol(DeviceError):
+    """A request needs a field the protocol version spoken with the cloud lacks."""
+
+
 class DeviceRevoked(DeviceError):
     """The account revoked this device: its copy of the memory was wiped."""
 

@@ -24,6 +24,20 @@ class UnsupportedProtocolVersion(ProtocolError):
         )
 
 
+class FieldNotInVersion(ProtocolError):
+    """A message carries, or would have to carry, a field its protocol version lacks."""
+
+    def __init__(self, message: str, field: str, since: int, version: int) -> None:
+        self.message_name = message
+        self.field = field
+        self.since = since
+        self.version = version
+        super().__init__(
+            f"{message} field {field!r} needs protocol version {since}; "
+            f"this message speaks version {version}"
+        )
+
+
 class SealError(ProtocolError):
     """Sealed content could not be opened: wrong key, wrong binding, or tampered."""
 

@@ -2,6 +2,9 @@
 
 Invariants: each message carries ``protocol_version``; push answers one receipt per
 op in request order; pull returns changes in server order with an opaque cursor.
+A field added in a later protocol version carries ``Since(n)``; ``protocol.versioned``
+renders and parses every message here for one version (version 2 added
+``PullRequest.wait`` and ``RecordVersionChange.schema_version``).
 """
 
 from __future__ import annotations
@@ -16,6 +19,7 @@ from protocol.confidence import ConfidenceClass
 from protocol.errors import UnsupportedProtocolVersion
 from protocol.ids import ArtifactId, ConversationId, DeviceId, EpisodeId, RecordId, SpaceId
 from protocol.model import (
+    RECORD_SCHEMA_VERSION,
     EpistemicState,
     LifeArea,
     LifecycleState,
@@ -28,23 +32,30 @@ from protocol.model import (
 )
 from protocol.operations import MAX_OPS_PER_PUSH, Receipt
 from protocol.retrieval.task import Relation
-from protocol.version import PROTOCOL_VERSION, SUPPORTED_VERSIONS, check_version
+from protocol.version import (
+    PROTOCOL_VERSION,
+    SUPPORTED_VERSIONS,
+    Since,
+    VersionRange,
+    check_version,
+)
 from protocol.wire import B64Bytes, UtcDatetime, WireModel
 
 MAX_PULL_PAGE = 500
 MAX_REQUEST_BYTES = 4 * 1024 * 1024
+MAX_PULL_WAIT = 25.0  # seconds a live pull may be held open
 
 
 class Envelope(WireModel):
     protocol_version: int = PROTOCOL_VERSION
 
 
-def peek_version(raw: Mapping[str, Any]) -> int:
+def peek_version(raw: Mapping[str, Any], supported: VersionRange = SUPPORTED_VERSIONS) -> int:
     """Read and check ``protocol_version`` before the rest of a message is parsed."""
     if "protocol_version" not in raw:
-        low, high = SUPPORTED_VERSIONS
+        low, high = supported
         raise UnsupportedProtocolVersion(None, low, high)
-    return check_version(raw["protocol_version"])
+    return check_version(raw["protocol_version"], supported)
 
 
 class ErrorCode(StrEnum):
@@ -127,7 +138,11 @@ class EpisodeContent(WireModel):
 
 
 class RecordVersionChange(WireModel):
-    """A new version's sealed content. Its state arrives as a ``record_state`` change."""
+    """A new version's sealed content. Its state arrives as a ``record_state`` change.
+
+    ``schema_version`` (protocol 2 on) is the record schema the sealed content is
+    written in; a version-1 message implies schema 1, the only schema version 1 knew.
+    """
 
     kind: Literal["record_version"] = "record_version"
     seq: int
@@ -138,6 +153,7 @@ class RecordVersionChange(WireModel):
     key_id: str
     sealed_content: B64Bytes  # RecordContent JSON sealed with the version's DEK
     sealed_key: B64Bytes  # the DEK sealed to this device's public key
+    schema_version: Annotated[int, Since(2), Field(ge=1)] = RECORD_SCHEMA_VERSION
 
 
 class RecordStateChange(WireModel):
@@ -215,8 +231,12 @@ CHANGE_ADAPTER: TypeAdapter[AnyChange] = TypeAdapter(Change)
 
 
 class PullRequest(Envelope):
+    """``wait`` (protocol 2 on): when nothing follows the cursor, the cloud may hold the
+    request open up to ``wait`` seconds until the space changes (a live pull)."""
+
     cursor: str | None = None
     limit: Annotated[int, Field(ge=1, le=MAX_PULL_PAGE)] = 200
+    wait: Annotated[float, Since(2), Field(ge=0, le=MAX_PULL_WAIT, allow_inf_nan=False)] = 0.0
 
 
 class PullResponse(Envelope):

@@ -5,6 +5,12 @@ Invariants:
 - A record's source episodes are never empty, and it belongs to at least one of the
   ten fixed life areas (users add projects, never areas).
 - A custom content type always maps to one of the eight core types.
+- A ``RecordContent`` is held in a record schema its holder knows: it serialises
+  ``schema_version`` only when it is not 1, so schema-1 content is byte-identical to
+  content written before the field existed (and old readers open it). A reader opens
+  content of a newer schema through the forward-compatible set (``docs/protocol.md``):
+  a ``schema_version`` above its own, and a ``content_type`` beyond the core eight sent
+  with ``custom_type`` naming its core, which it reads as that core type.
 - Everything that says what a record is about (text, type, source, evidence, areas,
   sensitivity) lives in the sealed ``RecordContent``; a permanently forgotten record is
   a skeleton (id, state, when) that keeps none of it.
@@ -14,7 +20,7 @@ from __future__ import annotations
 
 from datetime import datetime
 from enum import StrEnum
-from typing import Annotated
+from typing import Annotated, Any
 
 from pydantic import Field, model_validator
 
@@ -22,6 +28,7 @@ from protocol.ids import ConversationId, EpisodeId, RecordId, SpaceId
 from protocol.wire import UtcDatetime, WireModel
 
 MAX_TEXT_CHARS = 4_000
+RECORD_SCHEMA_VERSION = 1  # the newest record content schema this code reads and writes
 FORMULA_VERSION_PATTERN = r"^conf-v[0-9]+$"
 
 
@@ -36,6 +43,9 @@ class ContentType(StrEnum):
     PERSONAL_FACT = "personal_fact"
     OPINION = "opinion"
     EVENT = "event"
+
+
+CORE_TYPE_NAMES = frozenset(t.value for t in ContentType)
 
 
 class EpistemicState(StrEnum):
@@ -190,9 +200,39 @@ class UsageRestriction(WireModel):
         return self
 
 
+def _custom_name_and_core(custom: object) -> tuple[object, object]:
+    if isinstance(custom, CustomType):
+        return custom.name, custom.core
+    if isinstance(custom, dict):
+        return custom.get("name"), custom.get("core")
+    return None, None
+
+
+def core_type_of(content_type: str, custom_type: object) -> object:
+    """The core type to read a non-core ``content_type`` as: the core its ``custom_type``
+    (``{"name": content_type, "core": ...}``) names. Raises ``ValueError`` naming the
+    type and the reason when the content names no core for it."""
+    if custom_type is None:
+        raise ValueError(
+            f"content type {content_type!r} is not one of the eight core types "
+            f"({', '.join(sorted(CORE_TYPE_NAMES))}) and the content names no core type for "
+            f"it: a newer writer sends custom_type {{name: {content_type!r}, core: <core type>}}"
+        )
+    name, core = _custom_name_and_core(custom_type)
+    if name != content_type:
+        raise ValueError(
+            f"content type {content_type!r} is not one of the eight core types, and "
+            f"custom_type names {name!r}, not {content_type!r}, so no core type is named for it"
+        )
+    return core
+
+
 class RecordContent(WireModel):
     """What one record version seals: everything that must vanish with its key."""
 
+    schema_version: Annotated[
+        int, Field(ge=1, le=RECORD_SCHEMA_VERSION, exclude_if=lambda v: v == 1)
+    ] = RECORD_SCHEMA_VERSION
     text: Text
     content_type: ContentType = ContentType.PERSONAL_FACT
     custom_type: CustomType | None = None
@@ -214,6 +254,26 @@ class RecordContent(WireModel):
     derived_from: list[RecordId] = []
     said_at: UtcDatetime | None = None
     background: bool = False  # written by background consolidation, not in conversation
+
+    @model_validator(mode="before")
+    @classmethod
+    def _read_newer_schema(cls, data: Any) -> Any:
+        """Read a newer schema's content as this schema (the forward-compatible set)."""
+        if not isinstance(data, dict):
+            return data
+        declared = data.get("schema_version")
+        kind = data.get("content_type")
+        newer = isinstance(declared, int) and declared > RECORD_SCHEMA_VERSION
+        unknown = isinstance(kind, str) and kind not in CORE_TYPE_NAMES
+        if not newer and not unknown:
+            return data
+        data = dict(data)
+        if newer:
+            data["schema_version"] = RECORD_SCHEMA_VERSION
+        if unknown:
+            assert isinstance(kind, str)
+            data["content_type"] = core_type_of(kind, data.get("custom_type"))
+        return data
 
     @model_validator(mode="after")
     def _consistent(self) -> RecordContent:

@@ -32,6 +32,7 @@ from protocol.messages import (
 from protocol.model import LifecycleState, RecordContent
 from protocol.operations import ReceiptStatus, RefusalCode
 from protocol.sealing import binding, open_sealed
+from protocol.version import PROTOCOL_VERSION
 from tests.cloud.conftest import (
     SENTENCE,
     TYPED,
@@ -345,7 +346,7 @@ def test_forget_leaves_a_skeleton_and_destroys_every_key(
 
     skeleton = service.record_status(phone.space_id, "rec_aaaaaaaa01")
     assert skeleton.model_dump(exclude_none=True) == {
-        "protocol_version": 1,
+        "protocol_version": PROTOCOL_VERSION,
         "id": "rec_aaaaaaaa01",
         "lifecycle_state": LifecycleState.FORGOTTEN,
         "forgotten_at": clock.now,

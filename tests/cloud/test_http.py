@@ -67,7 +67,7 @@ def _error(r: Any, status: int, code: str) -> str:
     assert r.status_code == status, r.text
     body = r.json()
     assert body["code"] == code
-    assert body["protocol_version"] == 1 and body["supported_versions"] == [1, 1]
+    assert body["protocol_version"] == 1 and body["supported_versions"] == [1, 2]
     assert set(body) == {"protocol_version", "code", "message", "supported_versions"}
     message: str = body["message"]
     return message
@@ -76,7 +76,7 @@ def _error(r: Any, status: int, code: str) -> str:
 def test_health(client: TestClient) -> None:
     r = client.get("/v1/health")
     assert r.status_code == 200
-    assert r.json()["status"] == "ok" and r.json()["supported_versions"] == [1, 1]
+    assert r.json()["status"] == "ok" and r.json()["supported_versions"] == [1, 2]
 
 
 def test_push_pull_ack_pending_and_record_over_http(client: TestClient, ops: Ops) -> None:
@@ -241,7 +241,7 @@ def test_unsupported_protocol_version_is_refused_by_its_version(
             400,
             "unsupported_protocol_version",
         )
-        assert "1 to 1" in message
+        assert "1 to 2" in message
     _error(client.post("/v1/enroll", json=body), 400, "unsupported_protocol_version")
 
 
@@ -249,7 +249,7 @@ def test_version_seven_message_names_the_version(client: TestClient) -> None:
     message = _error(
         client.post("/v1/enroll", json={"protocol_version": 7}), 400, "unsupported_protocol_version"
     )
-    assert message == "protocol version 7 is not supported; this side accepts versions 1 to 1"
+    assert message == "protocol version 7 is not supported; this side accepts versions 1 to 2"
 
 
 def test_malformed_bodies(client: TestClient) -> None:

@@ -9,6 +9,7 @@ import pytest
 from device.agent import DeviceAgent
 from device.errors import ChangeDoesNotOpen, NotEnrolled, Offline, ServerRefused
 from protocol.operations import RefusalCode
+from protocol.version import PROTOCOL_VERSION
 from tests.device.conftest import PASSPHRASE, MakeAgent, reopen
 from tests.device.fake_cloud import FakeCloud
 from tests.device.sqlcipher_pages import decrypted_pages
@@ -33,7 +34,7 @@ def test_enroll_stores_identity_and_every_request_is_versioned(
     agent.say(TYPED, "c1")
     agent.sync()
     assert cloud.paths() == ["/v1/enroll", "/v1/push", "/v1/pull"]
-    assert all(body.get("protocol_version") == 1 for _, body in cloud.requests)
+    assert all(body.get("protocol_version") == PROTOCOL_VERSION for _, body in cloud.requests)
 
 
 def test_sync_needs_enrollment_and_bad_code_is_refused(

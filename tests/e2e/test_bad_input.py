@@ -58,12 +58,12 @@ def _changes(client: httpx.Client) -> list[dict[str, Any]]:
 
 def test_unknown_protocol_version_is_refused_naming_the_range(cloud: RunningCloud) -> None:
     client = _enroll(cloud, "ada")
-    for version in (0, 2, "one"):
+    for version in (0, 3, "one"):
         response = client.post("/v1/push", json={"protocol_version": version, "ops": []})
         assert response.status_code == 400
         body = response.json()
         assert body["code"] == "unsupported_protocol_version"
-        assert "1 to 1" in body["message"] and body["supported_versions"] == [1, 1]
+        assert "1 to 2" in body["message"] and body["supported_versions"] == [1, 2]
 
 
 def test_malformed_op_is_refused_and_the_rest_of_the_batch_applies(cloud: RunningCloud) -> None:

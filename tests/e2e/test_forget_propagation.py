@@ -49,7 +49,7 @@ def test_cloud_is_really_listening_on_loopback(cloud: RunningCloud) -> None:
     assert cloud.url.startswith("http://127.0.0.1:")
     response = httpx.get(f"{cloud.url}/v1/health")
     assert response.status_code == 200
-    assert response.json()["supported_versions"] == [1, 1]
+    assert response.json()["supported_versions"] == [1, 2]
 
 
 @pytest.mark.postgres

@@ -1,7 +1,12 @@
-"""Golden files pin version 1's wire format: any change to a message's JSON fails here.
+"""Golden files pin each protocol version's wire format byte for byte: any change to a
+message's JSON in any version fails here.
 
-To add a message or a new protocol version, write its golden file deliberately with
-``MEMSYNC_WRITE_GOLDEN=1 pytest tests/protocol/test_golden.py`` and review the diff.
+``tests/golden/v<n>/`` holds every message of version n, rendered by
+``protocol.versioned.render_json`` and written as sorted, indented JSON. The version-1
+files predate version 2 and are never regenerated: rendering today's models for
+version 1 must reproduce them exactly. To add a message or a new protocol version,
+write its golden files deliberately with
+``MEMSYNC_WRITE_GOLDEN=<version> pytest tests/protocol/test_golden.py`` and review the diff.
 """
 
 from __future__ import annotations
@@ -87,8 +92,11 @@ from protocol.operations import (
     UseAgain,
 )
 from protocol.retrieval.task import Relation
+from protocol.version import LOWEST_VERSION, PROTOCOL_VERSION
+from protocol.versioned import parse, render_json
 
-GOLDEN = Path(__file__).resolve().parent.parent / "golden" / "v1"
+GOLDEN_ROOT = Path(__file__).resolve().parent.parent / "golden"
+VERSIONS = list(range(LOWEST_VERSION, PROTOCOL_VERSION + 1))
 AT = datetime(2026, 9, 21, 8, 30, tzinfo=UTC)
 REC = "rec_aaaaaaaaaaaaaaaa"
 EP = "ep_bbbbbbbbbbbbbbbb"
@@ -371,24 +379,86 @@ EXAMPLES: dict[str, BaseModel] = {
     "error_body": ErrorBody(
         code=ErrorCode.UNSUPPORTED_PROTOCOL_VERSION,
         message="protocol version 7 is not supported; this side accepts versions 1 to 1",
+        supported_versions=(1, 1),
+    ),
+}
+
+# What version 2 says differently: its new fields set, in every message that has one.
+V2_CHANGES: dict[str, BaseModel] = {
+    "pull_request": PullRequest(cursor="MTo0Mg", limit=100, wait=20.0),
+    "pull_response": PullResponse(
+        changes=[
+            EXAMPLES["pull_response"].changes[0],  # type: ignore[attr-defined]
+            RecordVersionChange(
+                seq=2,
+                record_id=REC,
+                version=1,
+                recorded_at=AT,
+                key_id="key_r",
+                sealed_content=b"\x04" * 40,
+                sealed_key=b"\x05" * 80,
+                schema_version=1,
+            ),
+            *EXAMPLES["pull_response"].changes[2:],  # type: ignore[attr-defined]
+        ],
+        cursor="MTo0",
+        has_more=True,
+    ),
+    "error_body": ErrorBody(
+        code=ErrorCode.UNSUPPORTED_PROTOCOL_VERSION,
+        message="protocol version 7 is not supported; this side accepts versions 1 to 2",
+        supported_versions=(1, 2),
     ),
 }
 
 
-@pytest.mark.parametrize("name", sorted(EXAMPLES))
-def test_wire_format_matches_golden_file(name: str) -> None:
-    model = EXAMPLES[name]
-    encoded = json.loads(model.model_dump_json())
-    path = GOLDEN / f"{name}.json"
-    if os.environ.get("MEMSYNC_WRITE_GOLDEN") == "1":
-        path.write_text(json.dumps(encoded, indent=2, sort_keys=True) + "\n")
-    golden = json.loads(path.read_text())
-    assert encoded == golden, f"the wire format of {name} changed; see the module docstring"
-    assert type(model).model_validate_json(path.read_text()) == model
+def examples(version: int) -> dict[str, BaseModel]:
+    """Every message of ``version``, as the models of today's code hold it."""
+    return EXAMPLES if version == 1 else {**EXAMPLES, **V2_CHANGES}
 
 
-def test_golden_files_have_no_orphans() -> None:
-    assert {p.stem for p in GOLDEN.glob("*.json")} == set(EXAMPLES)
+def golden_text(model: BaseModel, version: int) -> str:
+    return json.dumps(json.loads(render_json(model, version)), indent=2, sort_keys=True) + "\n"
+
+
+CASES = [(v, name) for v in VERSIONS for name in sorted(examples(v))]
+
+
+@pytest.mark.parametrize(("version", "name"), CASES, ids=[f"v{v}-{n}" for v, n in CASES])
+def test_wire_format_matches_golden_file_byte_for_byte(version: int, name: str) -> None:
+    model = examples(version)[name]
+    path = GOLDEN_ROOT / f"v{version}" / f"{name}.json"
+    text = golden_text(model, version)
+    if os.environ.get("MEMSYNC_WRITE_GOLDEN") == str(version):
+        path.write_text(text)
+    assert path.read_bytes() == text.encode(), (
+        f"the v{version} wire format of {name} changed; see the module docstring"
+    )
+    raw = json.loads(path.read_text())
+    assert raw.get("protocol_version", version) == version
+    parsed = parse(type(model), raw, version)
+    expected = model
+    if "protocol_version" in type(model).model_fields:
+        expected = model.model_copy(update={"protocol_version": version})
+    assert parsed == expected
+    assert golden_text(parsed, version) == text
+
+
+@pytest.mark.parametrize("version", VERSIONS)
+def test_golden_files_have_no_orphans(version: int) -> None:
+    folder = GOLDEN_ROOT / f"v{version}"
+    assert {p.stem for p in folder.glob("*.json")} == set(examples(version))
+
+
+def test_version_1_renders_of_version_2_messages_drop_exactly_the_new_fields() -> None:
+    v1 = json.loads(render_json(EXAMPLES["pull_response"], 1))
+    v2 = json.loads(render_json(EXAMPLES["pull_response"], 2))
+    version_change = next(c for c in v2["changes"] if c["kind"] == "record_version")
+    assert version_change["schema_version"] == 1
+    assert all("schema_version" not in c for c in v1["changes"])
+    assert (v1["protocol_version"], v2["protocol_version"]) == (1, 2)
+    assert "wait" in json.loads(render_json(EXAMPLES["pull_request"], 2))
+    assert "wait" not in json.loads(render_json(EXAMPLES["pull_request"], 1))
 
 
 def test_wire_models_are_frozen_and_refuse_unknown_fields() -> None:
@@ -401,8 +471,9 @@ def test_wire_models_are_frozen_and_refuse_unknown_fields() -> None:
 def test_every_operation_kind_is_pinned_by_a_golden_file() -> None:
     pinned = {
         op["kind"]
+        for version in VERSIONS
         for name in ("push_request", "push_request_writing")
-        for op in json.loads((GOLDEN / f"{name}.json").read_text())["ops"]
+        for op in json.loads((GOLDEN_ROOT / f"v{version}" / f"{name}.json").read_text())["ops"]
     }
     every = {cls.model_fields["kind"].default for cls in get_args(AnyOperation)}
     shown = {op.kind for op in [*EVERY_OP, *WRITING_OPS]}
