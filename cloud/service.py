@@ -19,6 +19,12 @@ Invariants:
   states, versions and times, never content.
 - Recall runs the retrieval pipeline over the caller's whole space (``cloud.retrieval``);
   its indexes are caught up before the query, never inside a push.
+- Compaction (``compact``) deletes only change-feed rows that carry nothing any more,
+  never a key destruction a registered, unrevoked holder has not acknowledged, and
+  raises the feed floor in the same transaction; a pull whose cursor is above 0 and
+  below the floor is refused ``ResyncRequired`` before anything is read or written.
+- Only a revoked device's credential confirms a wipe (``confirm_wipe``); a wiped
+  device is pending for no forget.
 - The consolidator's ops (``apply_system``) take exactly the push path (same space
   lock, ``decide``, effects, receipts keyed by op id, key destruction afterwards) on
   behalf of no device: they make no holdings, and their receipts name ``SYSTEM_ACTOR``.
