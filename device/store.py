@@ -176,6 +176,22 @@ def unseen_synced(db: Database) -> Unseen:
     )
 
 
+def unseen_kept(db: Database) -> set[tuple[str, str]]:
+    """The (kind, id) of live items a resync did not see yet keeps (pending, refused or
+    named by a queued op; never device-only ones): if the cloud later answers that it
+    already had one (a duplicate receipt), it has since forgotten it."""
+    rows = db.all(
+        "SELECT 'record', record_id FROM records WHERE device_only = 0 "
+        "AND lifecycle != 'permanently_forgotten' "
+        "AND record_id NOT IN (SELECT item_id FROM resync_seen WHERE kind = 'record') "
+        "UNION ALL SELECT 'episode', episode_id FROM episodes WHERE device_only = 0 "
+        "AND episode_id NOT IN (SELECT item_id FROM resync_seen WHERE kind = 'episode') "
+        "UNION ALL SELECT 'artifact', artifact_id FROM artifacts "
+        "WHERE artifact_id NOT IN (SELECT item_id FROM resync_seen WHERE kind = 'artifact')"
+    )
+    return {(row[0], row[1]) for row in rows}
+
+
 def finish_resync(db: Database, cursor: str) -> None:
     """The end of a resync: the cursor moves and the marker is cleared (in the caller's
     transaction, the one that also shreds what the cloud no longer has)."""

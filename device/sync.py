@@ -19,6 +19,8 @@ Invariants:
   transaction shreds every synced item the cloud did not send, moves the cursor and
   clears the marker. Queued ops and the pending items they name are never touched by
   it; a crash mid-resync restarts it from scratch.
+- After a resync, a duplicate receipt for an item the resync kept unseen (it was
+  pending) means the cloud had it and has since forgotten it: it is shredded.
 - A refusal ``forgotten`` is the cloud's word that the record is permanently
   forgotten: the record is shredded here at once (its key-destruction event may have
   been compacted away before this device heard it).
@@ -92,6 +94,18 @@ _RECORD_CHANGES = (RecordVersionChange, RecordStateChange)
 _RESYNC_ATTEMPTS = 3
 
 
+def _created_item(row: Any) -> tuple[str, str] | None:
+    """The (kind, id) a queued op creates, if it creates a record, episode or artifact."""
+    kind = row["kind"]
+    if kind == "add_episode":
+        return ("episode", row["episode_id"])
+    if kind == "add_artifact":
+        return ("artifact", row["artifact_id"])
+    if kind in _CREATING or kind == "consolidate":
+        return ("record", row["record_id"])
+    return None
+
+
 def _sent_items(page: PullResponse) -> list[tuple[str, str]]:
     """The (kind, id) of every record, episode and artifact a page carries."""
     items: list[tuple[str, str]] = []
@@ -115,6 +129,9 @@ class SyncSession:
         self.client = client
         self.now = now
         self.report = SyncReport()
+        # live items the last resync of this session did not see but kept (pending,
+        # queued): a duplicate receipt for one means the cloud had it and forgot it
+        self._kept_unseen: set[tuple[str, str]] = set()
 
     # --- the algorithm ----------------------------------------------------------------
 
@@ -155,13 +172,16 @@ class SyncSession:
                 raise
             self._check_receipts(rows, response.receipts)
             faults.reached("push_answered")  # a test may kill the process right here
-            shredded_before = len(self.report.shredded)
+            shredded_before = self._shred_count()
             with self.db.atomic():
                 for row, receipt in zip(rows, response.receipts, strict=True):
                     self._apply_receipt(row, receipt)
             self.report.pushed += len(rows)
-            if len(self.report.shredded) > shredded_before:
+            if self._shred_count() > shredded_before:
                 self.db.checkpoint()
+
+    def _shred_count(self) -> int:
+        return len(self.report.shredded) + len(self.report.resync_removed)
 
     def _sealed_version(self, row: Any) -> RecordContent:
         version = store.version_row(self.db, row["record_id"], int(row["version"] or 1))
@@ -235,6 +255,12 @@ class SyncSession:
             self.report.duplicates += 1
             outcome = receipt.original_status or ReceiptStatus.APPLIED
         kind = row["kind"]
+        if receipt.status is ReceiptStatus.DUPLICATE and outcome is ReceiptStatus.APPLIED:
+            item = _created_item(row)
+            if item is not None and item in self._kept_unseen:
+                # the cloud had it before the resync, yet did not send it: forgotten
+                self._shred_item(item)
+                return
         if outcome is ReceiptStatus.APPLIED:
             self.report.applied += 1
             state, reason = "synced", None
@@ -373,6 +399,7 @@ class SyncSession:
                 if (row := store.record_row(self.db, record_id)) and row["lifecycle"] != FORGOTTEN:
                     self._shred_closure(record_id, at)
             shred.shred_episodes(self.db, unseen.episode_ids, forgotten_at=at)
+            self._kept_unseen = store.unseen_kept(self.db)
             store.finish_resync(self.db, cursor)
         self.report.resync_removed = [
             *unseen.record_ids,
@@ -616,6 +643,19 @@ class SyncSession:
             episode_ids=episode_ids or (),
         )
         self.report.shredded.append(record_id)
+
+    def _shred_item(self, item: tuple[str, str]) -> None:
+        kind, item_id = item
+        at = self.now()
+        if kind == "record":
+            row = store.record_row(self.db, item_id)
+            if row is not None and row["lifecycle"] != FORGOTTEN:
+                self._shred_closure(item_id, at)
+        elif kind == "episode":
+            shred.shred_episodes(self.db, [item_id], forgotten_at=at)
+        else:
+            shred.shred_artifact(self.db, item_id, forgotten_at=at)
+        self.report.resync_removed.append(item_id)
 
     def _key_destruction(self, change: KeyDestruction) -> None:
         at = change.destroyed_at.isoformat()

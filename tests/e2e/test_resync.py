@@ -208,6 +208,61 @@ def test_a_device_restored_from_an_old_backup_is_forced_to_resync(
         fleet.close()
 
 
+def test_a_restored_backup_with_ops_queued_then_pushed_and_forgotten_ends_clean(
+    cloud: RunningCloud, tmp_path: Path
+) -> None:
+    """The backup still queues ops the original pushed later; what they created was then
+    forgotten (acknowledged, compacted). The restored device must not keep it: the
+    cloud answers its replay ``duplicate``, and the resync had not seen it."""
+    fleet = Fleet(cloud, tmp_path / "devices")
+    try:
+        ada = fleet.add_user("ada")
+        phone, laptop = fleet.add_device(ada, "phone"), fleet.add_device(ada, "laptop")
+        held = _remember(phone, KEPT[0], "k")
+        phone.agent.sync()
+        laptop.agent.sync()
+        laptop.go_offline()
+        secret = _remember(laptop, FORGOTTEN[0], "f")  # queued, not yet pushed
+        needles = _needles(laptop, [secret], FORGOTTEN[:1])
+        laptop.agent.close()
+        backup = tmp_path / "backup"
+        shutil.copytree(laptop.agent.directory, backup)
+        _reopen(laptop)
+        laptop.go_online()
+        laptop.agent.sync()  # the original pushes it ...
+        phone.agent.sync()
+        phone.agent.forget_permanently(secret)  # ... it is forgotten everywhere ...
+        phone.agent.sync()
+        laptop.agent.sync()
+        assert _pending(cloud, ada.space_id) == []
+        assert dict(cloud.operator.compact(ada.space_id).deleted).get("key_destruction") == 1
+        phone.agent.forget_permanently(held)  # ... and the laptop now owes a newer event
+        phone.agent.sync()
+
+        laptop.agent.close()
+        directory = laptop.agent.directory
+        for suffix in ("", "-wal", "-shm"):
+            (directory / (DB_FILENAME + suffix)).unlink(missing_ok=True)
+            copy = backup / (DB_FILENAME + suffix)
+            if copy.exists():
+                shutil.copy2(copy, directory / (DB_FILENAME + suffix))
+        _reopen(laptop)
+        assert laptop.agent.pending_ops() > 0
+
+        synced = laptop.agent.sync()
+        assert synced.pull_required and synced.resynced  # pull first, rebuild, then push
+        assert synced.duplicates == synced.pushed > 0 and not synced.refused
+        assert secret in synced.resync_removed
+        assert laptop.agent.pending_ops() == 0
+        _assert_clean(laptop, needles)
+        views = {v.record_id: v for v in laptop.agent.list_records()}
+        assert views[secret].is_skeleton and views[held].is_skeleton
+        assert _view(laptop.agent) == _cloud_view(cloud, ada.space_id, set(views))
+        assert _pending(cloud, ada.space_id) == []
+    finally:
+        fleet.close()
+
+
 def _sync_in_a_process(directory: Path, passphrase: str, crash_at: str) -> int:
     env = {**os.environ, "MEMSYNC_PASSPHRASE": passphrase, CRASH_ENV: crash_at}
     done = subprocess.run(
