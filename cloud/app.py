@@ -13,7 +13,9 @@ Invariants:
   lowest version of the cloud's range, which every device it accepts can read.
 - Every error leaves as an ``ErrorBody``; exceptions are mapped in one place.
 - Every route but health and enroll needs ``Authorization: Bearer <credential>``, and
-  the credential alone decides the space.
+  the credential alone decides the space. A revoked device's credential is refused
+  everywhere (401 ``device_revoked``) except ``/v1/wiped``, where it only confirms
+  the device's wipe.
 """
 
 from __future__ import annotations
@@ -43,6 +45,7 @@ from protocol.messages import (
     PullRequest,
     PushRequest,
     RecallRequest,
+    WipedRequest,
     peek_version,
 )
 from protocol.operations import MAX_OPS_PER_PUSH
@@ -229,6 +232,13 @@ def create_app(config: CloudConfig) -> FastAPI:
         space_id, device_id = await who(request)
         req = _parse(AccountKeyRequest, await read(request))
         return answer(request, await call(service.register_account_key, space_id, device_id, req))
+
+    @app.post("/v1/wiped")
+    async def wiped(request: Request) -> Response:
+        # the one route a revoked credential may use: to confirm the device wiped itself
+        credential = _credential(request)
+        _parse(WipedRequest, await _read_object(request, max_bytes))
+        return _json(await call(service.confirm_wipe, credential))
 
     @app.get("/v1/forgets/pending")
     async def pending(request: Request) -> Response:

@@ -1,5 +1,5 @@
 """``memsync cloud ...``: serve the cloud, run consolidator workers, add users and
-devices, show pending forgets.
+devices, show pending forgets, revoke devices, compact a user's change feed.
 
 ``register(subparsers)`` adds the ``cloud`` command group to an argparse parser; each
 handler is ``handler(args) -> int`` set with ``set_defaults(func=...)``.
@@ -138,6 +138,16 @@ def register(subparsers: Any) -> argparse.ArgumentParser:
     revoke.add_argument("device_id")
     revoke.add_argument("--json", action="store_true", help="print JSON")
     revoke.set_defaults(func=cmd_revoke_device)
+
+    compact = commands.add_parser(
+        "compact",
+        help="compact a user's change feed: drop rows that carry nothing any more "
+        "(devices behind the new floor rebuild with a resync)",
+    )
+    _common(compact)
+    compact.add_argument("--user", required=True, help="user name or space id")
+    compact.add_argument("--json", action="store_true", help="print JSON")
+    compact.set_defaults(func=cmd_compact)
     return cloud
 
 
@@ -308,4 +318,38 @@ def cmd_pending(args: argparse.Namespace) -> int:
         print(
             f"{forget.record_id}  forgotten {forget.forgotten_at.isoformat()}  pending: {devices}"
         )
+    return 0
+
+
+def cmd_compact(args: argparse.Namespace) -> int:
+    try:
+        with _service(args) as service:
+            space_id = service.find_space(args.user)
+            report = service.compact(space_id)
+    except CloudError as exc:
+        return _fail(exc)
+    if args.json:
+        print(
+            json.dumps(
+                {
+                    "space_id": space_id,
+                    "deleted": dict(report.deleted),
+                    "kept_key_destructions": report.kept_destructions,
+                    "remaining": report.remaining,
+                    "previous_floor": report.previous_floor,
+                    "floor": report.floor,
+                }
+            )
+        )
+        return 0
+    shown = ", ".join(f"{n} {kind}" for kind, n in report.deleted) or "nothing"
+    print(f"deleted:   {shown}")
+    print(
+        f"kept:      {report.remaining} row(s), {report.kept_destructions} of them key "
+        "destructions a device has not acknowledged"
+    )
+    print(
+        f"floor:     {report.previous_floor} -> {report.floor} (a device whose cursor is "
+        "below it rebuilds with a resync)"
+    )
     return 0

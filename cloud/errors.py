@@ -64,6 +64,24 @@ class PullRequired(CloudError):
         )
 
 
+class ResyncRequired(CloudError):
+    """A pull's cursor is below the space's feed floor: compaction may have removed a
+    key-destruction event the device never saw, so it must rebuild from the start."""
+
+    status = 410
+    code = ErrorCode.RESYNC_REQUIRED
+
+    def __init__(self, cursor: str, after: int, floor: int) -> None:
+        self.after = after
+        self.floor = floor
+        super().__init__(
+            f"cursor {cursor[:80]!r} (seq {after}) is below this space's feed floor (seq "
+            f"{floor}): changes up to seq {floor} were compacted away, so incremental sync "
+            "could miss a key destruction; pull again from the start (no cursor) and rebuild "
+            "(nothing was changed)"
+        )
+
+
 class AccountKeyMismatch(CloudError):
     """A different account key is already registered for the space."""
 

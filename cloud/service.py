@@ -19,6 +19,12 @@ Invariants:
   states, versions and times, never content.
 - Recall runs the retrieval pipeline over the caller's whole space (``cloud.retrieval``);
   its indexes are caught up before the query, never inside a push.
+- Compaction (``compact``) deletes only change-feed rows that carry nothing any more,
+  never a key destruction a registered, unrevoked holder has not acknowledged, and
+  raises the feed floor in the same transaction; a pull whose cursor is above 0 and
+  below the floor is refused ``ResyncRequired`` before anything is read or written.
+- Only a revoked device's credential confirms a wipe (``confirm_wipe``); a wiped
+  device is pending for no forget.
 - The consolidator's ops (``apply_system``) take exactly the push path (same space
   lock, ``decide``, effects, receipts keyed by op id, key destruction afterwards) on
   behalf of no device: they make no holdings, and their receipts name ``SYSTEM_ACTOR``.
@@ -51,6 +57,7 @@ from cloud.errors import (
     MalformedRequest,
     NotFound,
     PullRequired,
+    ResyncRequired,
     Unauthorized,
 )
 from cloud.facts import FactsReader
@@ -59,7 +66,7 @@ from cloud.retrieval import CloudRetrieval
 from cloud.search import SearchIndex
 from cloud.status import AsOf, RecordState, as_of, record_state
 from cloud.store import SqlStore, open_store
-from cloud.store.base import StoreSession
+from cloud.store.base import CompactionReport, StoreSession
 from cloud.validation import describe
 from cloud.vault import Vault
 from protocol.ids import is_id, make_id
@@ -85,6 +92,7 @@ from protocol.messages import (
     RecallRequest,
     RecallResponse,
     RecordVersionChange,
+    WipedResponse,
 )
 from protocol.operations import (
     OPERATION_ADAPTER,
@@ -110,6 +118,7 @@ __all__ = [
     "SYSTEM_ACTOR",
     "AsOf",
     "CloudService",
+    "CompactionReport",
     "RecordState",
     "decode_cursor",
     "encode_cursor",
@@ -290,6 +299,31 @@ class CloudService:
             if not s.revoke_device(space_id, device_id, self._clock()):
                 raise NotFound(f"no device {device_id} to revoke in space {space_id}")
 
+    def confirm_wipe(self, credential: str) -> WipedResponse:
+        """A revoked device confirms it wiped its copy: it is marked wiped (the first
+        confirmation's time stays) and is pending for no forget from then on.
+
+        Only a revoked device's credential is accepted: an unknown one is
+        ``Unauthorized``; a device that is not revoked gets ``NotFound`` (it has no wipe
+        to confirm) and nothing changes. The credential alone names the device and its
+        space, so the confirmation never reaches another space."""
+        if not credential:
+            raise Unauthorized("no device credential was given")
+        with self.store.session() as s:
+            device = s.device_by_credential(_hash(credential))
+        if device is None:
+            raise Unauthorized("the device credential is unknown")
+        if device.revoked_at is None:
+            raise NotFound(
+                f"device {device.device_id} is not revoked: there is no wipe to confirm "
+                "(nothing was changed)"
+            )
+        with self.store.session(device.space_id, lock=True) as s:
+            wiped_at = s.mark_wiped(device.space_id, device.device_id, self._clock())
+        if wiped_at is None:  # the device row is gone or not revoked: a store bug
+            raise NotFound(f"no revoked device {device.device_id} in its space")
+        return WipedResponse(device_id=device.device_id, wiped_at=wiped_at)
+
     def find_space(self, name_or_id: str) -> str:
         with self.store.session() as s:
             if is_id("sp", name_or_id) and s.space_exists(name_or_id):
@@ -437,6 +471,10 @@ class CloudService:
                     f"cursor {req.cursor!r} points past the end of this space's changes; "
                     "it was not issued by this server"
                 )
+            floor = s.feed_floor(space_id)
+            if 0 < after < floor:
+                assert req.cursor is not None
+                raise ResyncRequired(req.cursor, after, floor)
             rows = s.changes_after(space_id, after, req.limit + 1)
             has_more = len(rows) > req.limit
             rows = rows[: req.limit]
@@ -456,8 +494,31 @@ class CloudService:
                     held.append(("artifact", change.artifact_id))
             s.add_holdings(space_id, device_id, held)
             s.touch_device(space_id, device_id, now)
-        cursor = encode_cursor(rows[-1].seq if rows else after)
-        return PullResponse(changes=changes, cursor=cursor, has_more=has_more)
+        last = rows[-1].seq if rows else after
+        if not has_more:
+            # every row up to the floor that compaction left was in this answer: the
+            # cursor moves past the compacted tail, so the next pull stays incremental
+            last = max(last, floor)
+        return PullResponse(changes=changes, cursor=encode_cursor(last), has_more=has_more)
+
+    def compact(self, space_id: str) -> CompactionReport:
+        """Compact the space's change feed under the space lock: delete the rows that
+        carry nothing any more (superseded states and projects, content whose keys were
+        destroyed, key destructions every registered, unrevoked holder acknowledged) and
+        raise the feed floor. Forget events, skeletons, pending rows and receipts are
+        untouched; a pull whose cursor is below the floor is answered ``ResyncRequired``."""
+        with self.store.session(space_id, lock=True) as s:
+            if not s.space_exists(space_id):
+                raise NotFound(f"space {space_id} does not exist")
+            report = s.compact_changes(space_id)
+        log.info(
+            "compacted %s: %d row(s) deleted, floor %d -> %d",
+            space_id,
+            report.total_deleted,
+            report.previous_floor,
+            report.floor,
+        )
+        return report
 
     def ack(self, space_id: str, device_id: str, req: AckRequest) -> AckResponse:
         acknowledged = list(dict.fromkeys(req.event_ids))

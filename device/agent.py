@@ -40,6 +40,7 @@ from device.errors import (
     InvalidOperation,
     NoCloud,
     NotEnrolled,
+    Offline,
     Refused,
     ServerError,
     ServerRefused,
@@ -71,6 +72,8 @@ from protocol.messages import (
     RecallAnswer,
     RecallRequest,
     RecallResponse,
+    WipedRequest,
+    WipedResponse,
 )
 from protocol.model import (
     ArtifactKind,
@@ -957,8 +960,11 @@ class DeviceAgent:
     @contextmanager
     def _revocable(self) -> Iterator[None]:
         """Any call to the cloud: if the cloud says this device was revoked, wipe every
-        key and row of memory here (one transaction, then the WAL is checkpointed) and
-        raise ``DeviceRevoked``."""
+        key and row of memory here (one transaction, then the WAL is checkpointed),
+        confirm the wipe to the cloud and raise ``DeviceRevoked``. A wipe whose
+        confirmation did not get through is confirmed first, at the next call."""
+        if store.get_meta(self._db).wipe_unconfirmed:
+            raise self._revoked(0, self.confirm_wipe())
         try:
             yield
         except ServerRefused as exc:
@@ -967,11 +973,42 @@ class DeviceAgent:
             with self._db.atomic():
                 held = shred.wipe(self._db, at=self._now())
             self._db.checkpoint()
-            raise DeviceRevoked(
-                f"device {self.device_name!r} was revoked by its account: its copy of the "
-                f"memory ({held} record(s), keys and words included) was wiped and its "
-                "credential dropped; enroll it again to use it with the cloud"
-            ) from exc
+            raise self._revoked(held, self.confirm_wipe()) from exc
+
+    def confirm_wipe(self) -> bool:
+        """Tell the cloud this revoked device wiped its copy (``POST /v1/wiped``), then
+        drop the credential. True when the cloud has heard it (now or before); False
+        when it could not be reached (the credential stays, to try again)."""
+        meta = store.get_meta(self._db)
+        if meta.wiped_at is None:
+            raise InvalidOperation(
+                f"device {meta.device_name!r} has not been wiped; only a revoked device "
+                "that wiped its copy confirms it"
+            )
+        if meta.credential is None:
+            return True
+        try:
+            self._cloud().post("/v1/wiped", WipedRequest(), WipedResponse)
+        except (Offline, ServerError):
+            return False  # not heard: the next call to the cloud tries again
+        except ServerRefused:
+            pass  # the cloud answered for good (e.g. the credential is unknown to it)
+        with self._db.atomic():
+            store.forget_credential(self._db)
+        return True
+
+    def _revoked(self, held: int, confirmed: bool) -> DeviceRevoked:
+        told = (
+            "the cloud was told"
+            if confirmed
+            else "the cloud could not be told yet (it is told at the next call to the cloud)"
+        )
+        what = f"({held} record(s), keys and words included) " if held else ""
+        return DeviceRevoked(
+            f"device {self.device_name!r} was revoked by its account: its copy of the "
+            f"memory {what}was wiped and {told}; its credential is dropped once the cloud "
+            "knows; enroll it again to use it with the cloud"
+        )
 
     def _debug_db(self) -> Any:
         """The raw connection, for tests that must poke the store directly."""

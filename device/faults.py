@@ -3,8 +3,9 @@
 Invariant: nothing happens unless ``MEMSYNC_DEVICE_CRASH_AT`` names a point; an unknown
 point is an error at once, never silently ignored. Never set it in production: it
 exists so tests can kill a real device process exactly between the server's commit
-and the device's own receipt transaction (``push_answered``), or between a pulled page
-and its local commit (``pull_answered``).
+and the device's own receipt transaction (``push_answered``), between a pulled page
+and its local commit (``pull_answered``), or between a resync's last page and its final
+transaction (``resync_pulled``).
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ import os
 import signal
 
 CRASH_ENV = "MEMSYNC_DEVICE_CRASH_AT"
-CRASH_POINTS = ("push_answered", "pull_answered")
+CRASH_POINTS = ("push_answered", "pull_answered", "resync_pulled")
 
 
 def reached(point: str) -> None:

@@ -423,3 +423,29 @@ V4: tuple[str, ...] = (
     "CREATE INDEX op_queue_episode ON op_queue (episode_id)",
     "CREATE INDEX op_queue_artifact ON op_queue (artifact_id)",
 )
+
+
+# --- migration 5: sync under fire (issue 6) -------------------------------------------
+#
+# Resync: a device too far behind the cloud's compacted change feed rebuilds its subset
+# from the start (``device.sync``). ``meta.resync_started_at`` is the persisted marker:
+# set in its own transaction before the first page, cleared in the final transaction
+# that shreds what the cloud no longer has and moves the cursor; a crash in between
+# restarts the resync from scratch. ``resync_seen`` holds the ids (never content) of
+# the records, episodes and artifacts the cloud sent during the resync in progress.
+#
+# Wipe confirmation: a revoked device wipes its memory and keeps its credential only to
+# tell the cloud (``POST /v1/wiped``); ``meta.wiped_at`` says it wiped, and the
+# confirmation is owed while the credential is still there.
+
+V5: tuple[str, ...] = (
+    "ALTER TABLE meta ADD COLUMN resync_started_at TEXT",
+    """
+    CREATE TABLE resync_seen (
+        kind TEXT NOT NULL CHECK (kind IN ('record', 'episode', 'artifact')),
+        item_id TEXT NOT NULL,
+        PRIMARY KEY (kind, item_id)
+    ) WITHOUT ROWID
+    """,
+    "ALTER TABLE meta ADD COLUMN wiped_at TEXT",
+)

@@ -212,15 +212,16 @@ _WIPED_TABLES = (
     "op_queue", "receipts", "local_receipts", "pending_acks", "candidates",
     "ended_conversations", "device_only_classes", "subject_index", "derivations",
     "record_events", "record_search", "record_vectors", "projects", "forgotten_episodes",
-    "forgotten_artifacts", "records",
+    "forgotten_artifacts", "records", "resync_seen",
 )  # fmt: skip
 
 
 def wipe(db: Database, *, at: str) -> int:
     """A revoked device: destroy every data key and every row of memory on this device,
     kept-on-device classes included, in one transaction; the caller checkpoints the
-    WAL. The device's own identity (meta) stays, without its credential. Returns how
-    many records were held."""
+    WAL. The device's own identity (meta) stays, marked wiped; its credential stays
+    only so the device can confirm the wipe to the cloud, which then drops it
+    (``device.agent``). Returns how many records were held."""
     if not db.in_transaction:
         raise RuntimeError("wiping must run inside Database.atomic()")
     live = [
@@ -241,5 +242,7 @@ def wipe(db: Database, *, at: str) -> int:
     db.execute("INSERT INTO record_fts (record_fts) VALUES ('delete-all')")
     db.execute("INSERT INTO record_fts (record_fts) VALUES ('optimize')")
     db.execute("UPDATE search_state SET needs_merge = 0, generation = generation + 1")
-    store.forget_credential(db)
+    db.execute("UPDATE meta SET pull_cursor = NULL, resync_started_at = NULL")
+    # the credential stays only until the cloud has heard the wipe (device.agent)
+    store.mark_wiped(db, at)
     return len(live)

@@ -35,6 +35,13 @@ class Meta:
     private_key: bytes
     pull_cursor: str | None
     account_key: bytes | None = None
+    resync_started_at: str | None = None  # a resync is in progress (restarted if set)
+    wiped_at: str | None = None  # revoked and wiped; confirmation owed while credential set
+
+    @property
+    def wipe_unconfirmed(self) -> bool:
+        """Wiped after a revocation, and the cloud has not yet heard it."""
+        return self.wiped_at is not None and self.credential is not None
 
     @property
     def binding_space(self) -> str:
@@ -70,7 +77,8 @@ def insert_meta(
 def get_meta(db: Database) -> Meta:
     row = db.one(
         "SELECT device_name, cloud_url, device_id, space_id, credential, local_space, "
-        "private_key, pull_cursor, account_key FROM meta WHERE singleton = 1"
+        "private_key, pull_cursor, account_key, resync_started_at, wiped_at "
+        "FROM meta WHERE singleton = 1"
     )
     if row is None:
         raise RuntimeError(f"{db.path} has no device identity (meta row missing)")
@@ -84,6 +92,8 @@ def get_meta(db: Database) -> Meta:
         private_key=bytes(row["private_key"]),
         pull_cursor=row["pull_cursor"],
         account_key=None if row["account_key"] is None else bytes(row["account_key"]),
+        resync_started_at=row["resync_started_at"],
+        wiped_at=row["wiped_at"],
     )
 
 
@@ -111,6 +121,86 @@ def set_account_key(db: Database, account_key: bytes) -> None:
 def set_cursor(db: Database, cursor: str) -> None:
     _require_tx(db)
     db.execute("UPDATE meta SET pull_cursor = ? WHERE singleton = 1", (cursor,))
+
+
+# --- resync ---------------------------------------------------------------------------
+
+RESYNC_KINDS = ("record", "episode", "artifact")
+
+
+def begin_resync(db: Database, started_at: str) -> None:
+    """Set the resync marker and forget what an interrupted resync had seen."""
+    _require_tx(db)
+    db.execute("UPDATE meta SET resync_started_at = ? WHERE singleton = 1", (started_at,))
+    db.execute("DELETE FROM resync_seen")
+
+
+def note_seen(db: Database, items: Iterable[tuple[str, str]]) -> None:
+    """The cloud sent these (kind, id) during the resync in progress."""
+    _require_tx(db)
+    for kind, item_id in items:
+        db.execute(
+            "INSERT OR IGNORE INTO resync_seen (kind, item_id) VALUES (?, ?)", (kind, item_id)
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class Unseen:
+    """Synced items this device holds that the cloud did not send during a resync."""
+
+    record_ids: tuple[str, ...]
+    episode_ids: tuple[str, ...]
+    artifact_ids: tuple[str, ...]
+
+
+def unseen_synced(db: Database) -> Unseen:
+    """What a finished resync must shred: items the cloud once gave or acknowledged
+    (``synced``) that it did not send now. Never what is pending or refused, kept on
+    this device only, or named by a queued operation (those are pushed afterwards)."""
+
+    def ids(table: str, column: str, kind: str, extra: str) -> tuple[str, ...]:
+        rows = db.all(
+            f"SELECT {column} FROM {table} WHERE sync_state = 'synced' {extra} "
+            f"AND {column} NOT IN (SELECT item_id FROM resync_seen WHERE kind = ?) "
+            f"AND {column} NOT IN (SELECT {column} FROM op_queue WHERE {column} IS NOT NULL) "
+            f"ORDER BY {column}",
+            (kind,),
+        )
+        return tuple(row[0] for row in rows)
+
+    live = "AND device_only = 0 AND lifecycle != 'permanently_forgotten'"
+    return Unseen(
+        record_ids=ids("records", "record_id", "record", live),
+        episode_ids=ids("episodes", "episode_id", "episode", "AND device_only = 0"),
+        artifact_ids=ids("artifacts", "artifact_id", "artifact", ""),
+    )
+
+
+def unseen_kept(db: Database) -> set[tuple[str, str]]:
+    """The (kind, id) of live items a resync did not see yet keeps (pending, refused or
+    named by a queued op; never device-only ones): if the cloud later answers that it
+    already had one (a duplicate receipt), it has since forgotten it."""
+    rows = db.all(
+        "SELECT 'record', record_id FROM records WHERE device_only = 0 "
+        "AND lifecycle != 'permanently_forgotten' "
+        "AND record_id NOT IN (SELECT item_id FROM resync_seen WHERE kind = 'record') "
+        "UNION ALL SELECT 'episode', episode_id FROM episodes WHERE device_only = 0 "
+        "AND episode_id NOT IN (SELECT item_id FROM resync_seen WHERE kind = 'episode') "
+        "UNION ALL SELECT 'artifact', artifact_id FROM artifacts "
+        "WHERE artifact_id NOT IN (SELECT item_id FROM resync_seen WHERE kind = 'artifact')"
+    )
+    return {(row[0], row[1]) for row in rows}
+
+
+def finish_resync(db: Database, cursor: str) -> None:
+    """The end of a resync: the cursor moves and the marker is cleared (in the caller's
+    transaction, the one that also shreds what the cloud no longer has)."""
+    _require_tx(db)
+    db.execute(
+        "UPDATE meta SET pull_cursor = ?, resync_started_at = NULL WHERE singleton = 1",
+        (cursor,),
+    )
+    db.execute("DELETE FROM resync_seen")
 
 
 # --- data keys ------------------------------------------------------------------------
@@ -403,6 +493,13 @@ def add_pending_ack(db: Database, event_id: int, record_id: str, received_at: st
 def forget_credential(db: Database) -> None:
     """Drop the cloud credential (a revoked device can never use it again)."""
     db.execute("UPDATE meta SET credential = NULL")
+
+
+def mark_wiped(db: Database, at: str) -> None:
+    """This revoked device wiped its memory; the credential stays until the cloud has
+    heard the confirmation (``Meta.wipe_unconfirmed``)."""
+    _require_tx(db)
+    db.execute("UPDATE meta SET wiped_at = coalesce(wiped_at, ?) WHERE singleton = 1", (at,))
 
 
 def pending_acks(db: Database) -> list[int]:

@@ -14,6 +14,16 @@ Invariants:
   artifacts named and everything this device derived from it) and records the event id in
   ``pending_acks`` in the same transaction; the WAL is checkpointed after the commit,
   then the ack is sent; acks still pending are sent first at the next sync.
+- ``resync_required`` (the cursor is below the cloud's compacted feed floor) rebuilds
+  the subset from the start of the feed behind a persisted marker; one final local
+  transaction shreds every synced item the cloud did not send, moves the cursor and
+  clears the marker. Queued ops and the pending items they name are never touched by
+  it; a crash mid-resync restarts it from scratch.
+- After a resync, a duplicate receipt for an item the resync kept unseen (it was
+  pending) means the cloud had it and has since forgotten it: it is shredded.
+- A refusal ``forgotten`` is the cloud's word that the record is permanently
+  forgotten: the record is shredded here at once (its key-destruction event may have
+  been compacted away before this device heard it).
 """
 
 from __future__ import annotations
@@ -66,9 +76,47 @@ FORGOTTEN = LifecycleState.FORGOTTEN.value
 # record, or never held it.
 _HARMLESS_FORGET_REFUSALS = {"forgotten", "unknown_record"}
 _CREATING = {"remember", "infer"}
+_FORGOTTEN_REFUSAL = "forgotten"
+
+
+def code_of(receipt: Receipt) -> str | None:
+    """The refusal code of a receipt (a duplicate's original one), else None."""
+    if receipt.status is ReceiptStatus.REFUSED or (
+        receipt.status is ReceiptStatus.DUPLICATE
+        and receipt.original_status is ReceiptStatus.REFUSED
+    ):
+        return receipt.code.value if receipt.code is not None else None
+    return None
 
 
 _RECORD_CHANGES = (RecordVersionChange, RecordStateChange)
+# how often a resync starts over when compaction overtakes it, before giving up
+_RESYNC_ATTEMPTS = 3
+
+
+def _created_item(row: Any) -> tuple[str, str] | None:
+    """The (kind, id) a queued op creates, if it creates a record, episode or artifact."""
+    kind = row["kind"]
+    if kind == "add_episode":
+        return ("episode", row["episode_id"])
+    if kind == "add_artifact":
+        return ("artifact", row["artifact_id"])
+    if kind in _CREATING or kind == "consolidate":
+        return ("record", row["record_id"])
+    return None
+
+
+def _sent_items(page: PullResponse) -> list[tuple[str, str]]:
+    """The (kind, id) of every record, episode and artifact a page carries."""
+    items: list[tuple[str, str]] = []
+    for change in page.changes:
+        if isinstance(change, _RECORD_CHANGES):
+            items.append(("record", change.record_id))
+        elif isinstance(change, EpisodeChange):
+            items.append(("episode", change.episode_id))
+        elif isinstance(change, ArtifactChange):
+            items.append(("artifact", change.artifact_id))
+    return items
 
 
 def _no_randomness(n: int) -> bytes:
@@ -81,6 +129,9 @@ class SyncSession:
         self.client = client
         self.now = now
         self.report = SyncReport()
+        # live items the last resync of this session did not see but kept (pending,
+        # queued): a duplicate receipt for one means the cloud had it and forgot it
+        self._kept_unseen: set[tuple[str, str]] = set()
 
     # --- the algorithm ----------------------------------------------------------------
 
@@ -121,10 +172,16 @@ class SyncSession:
                 raise
             self._check_receipts(rows, response.receipts)
             faults.reached("push_answered")  # a test may kill the process right here
+            shredded_before = self._shred_count()
             with self.db.atomic():
                 for row, receipt in zip(rows, response.receipts, strict=True):
                     self._apply_receipt(row, receipt)
             self.report.pushed += len(rows)
+            if self._shred_count() > shredded_before:
+                self.db.checkpoint()
+
+    def _shred_count(self) -> int:
+        return len(self.report.shredded) + len(self.report.resync_removed)
 
     def _sealed_version(self, row: Any) -> RecordContent:
         version = store.version_row(self.db, row["record_id"], int(row["version"] or 1))
@@ -198,6 +255,12 @@ class SyncSession:
             self.report.duplicates += 1
             outcome = receipt.original_status or ReceiptStatus.APPLIED
         kind = row["kind"]
+        if receipt.status is ReceiptStatus.DUPLICATE and outcome is ReceiptStatus.APPLIED:
+            item = _created_item(row)
+            if item is not None and item in self._kept_unseen:
+                # the cloud had it before the resync, yet did not send it: forgotten
+                self._shred_item(item)
+                return
         if outcome is ReceiptStatus.APPLIED:
             self.report.applied += 1
             state, reason = "synced", None
@@ -219,6 +282,10 @@ class SyncSession:
         record = store.record_row(self.db, row["record_id"]) if row["record_id"] else None
         if record is None:
             return
+        if code_of(receipt) == _FORGOTTEN_REFUSAL and record["lifecycle"] != FORGOTTEN:
+            # the cloud forgot it: shred it now (its key destruction may be compacted)
+            self._shred_closure(row["record_id"], self.now())
+            return
         if kind in _CREATING:
             if record["lifecycle"] != FORGOTTEN:  # the skeleton's own forget op decides
                 store.set_record_state(
@@ -235,30 +302,112 @@ class SyncSession:
     # --- pull ------------------------------------------------------------------------
 
     def pull(self) -> None:
+        if store.get_meta(self.db).resync_started_at is not None:
+            self.resync()  # a resync a crash interrupted starts again from scratch
+            return
         while True:
             cursor = store.get_meta(self.db).pull_cursor
-            page = self.client.post(
-                "/v1/pull", PullRequest(cursor=cursor, limit=MAX_PULL_PAGE), PullResponse
-            )
-            shredded_before = len(self.report.shredded)
+            try:
+                page = self._pull_page(cursor)
+            except ServerRefused as exc:
+                if exc.code != ErrorCode.RESYNC_REQUIRED.value:
+                    raise
+                self.resync()
+                return
             faults.reached("pull_answered")
-            with self.db.atomic():
-                private_key = load_private_key(store.get_meta(self.db).private_key)
-                for change in page.changes:
-                    self._apply_change(change, private_key)
-                # index the current versions this page brought, embedded in one batch
-                search.catch_up(
-                    self.db,
-                    {c.record_id for c in page.changes if isinstance(c, _RECORD_CHANGES)},
-                )
-                search.merge_if_needed(self.db)
-                store.set_cursor(self.db, page.cursor)
-            self.report.pulled += len(page.changes)
-            if len(self.report.shredded) > shredded_before:
-                self.db.checkpoint()
+            self._apply_page(page, resyncing=False)
             if not page.has_more:
                 break
         self.send_acks()
+
+    def _pull_page(self, cursor: str | None) -> PullResponse:
+        return self.client.post(
+            "/v1/pull", PullRequest(cursor=cursor, limit=MAX_PULL_PAGE), PullResponse
+        )
+
+    def _apply_page(self, page: PullResponse, *, resyncing: bool) -> None:
+        """Apply one page and move the cursor (a resync notes what it saw instead) in
+        one local transaction; checkpoint the WAL after it if anything was shredded."""
+        shredded_before = len(self.report.shredded)
+        with self.db.atomic():
+            private_key = load_private_key(store.get_meta(self.db).private_key)
+            for change in page.changes:
+                self._apply_change(change, private_key)
+            # index the current versions this page brought, embedded in one batch
+            search.catch_up(
+                self.db,
+                {c.record_id for c in page.changes if isinstance(c, _RECORD_CHANGES)},
+            )
+            search.merge_if_needed(self.db)
+            if resyncing:
+                store.note_seen(self.db, _sent_items(page))
+            else:
+                store.set_cursor(self.db, page.cursor)
+        self.report.pulled += len(page.changes)
+        if len(self.report.shredded) > shredded_before:
+            self.db.checkpoint()
+
+    # --- resync ----------------------------------------------------------------------
+
+    def resync(self) -> None:
+        """Rebuild this device's subset from the start of the cloud's feed.
+
+        The marker is committed first; pages are applied as usual (held content is not
+        rewritten, forgotten content is not stored again) and what they carried is
+        noted; then ONE transaction shreds every synced record, episode and artifact the
+        cloud did not send, moves the cursor and clears the marker. Queued operations
+        and the pending items they name are untouched (the push sends them). A crash
+        anywhere leaves the marker set, and the next sync starts again from scratch.
+        """
+        self.report.resynced = True
+        for _attempt in range(_RESYNC_ATTEMPTS):
+            with self.db.atomic():
+                store.begin_resync(self.db, self.now())
+            try:
+                cursor = self._resync_pages()
+            except ServerRefused as exc:
+                # compaction moved the floor past this resync's own cursor: start over
+                if exc.code != ErrorCode.RESYNC_REQUIRED.value:
+                    raise
+                continue
+            faults.reached("resync_pulled")
+            self._finish_resync(cursor)
+            self.send_acks()
+            return
+        raise ServerError(
+            f"the cloud answered resync_required {_RESYNC_ATTEMPTS} times during a resync "
+            "from the start of its feed; the resync will start again at the next sync"
+        )
+
+    def _resync_pages(self) -> str:
+        cursor: str | None = None
+        while True:
+            page = self._pull_page(cursor)
+            faults.reached("pull_answered")
+            self._apply_page(page, resyncing=True)
+            cursor = page.cursor
+            if not page.has_more:
+                return cursor
+
+    def _finish_resync(self, cursor: str) -> None:
+        at = self.now()
+        with self.db.atomic():
+            unseen = store.unseen_synced(self.db)
+            for artifact_id in unseen.artifact_ids:
+                shred.shred_artifact(self.db, artifact_id, forgotten_at=at)
+            for record_id in unseen.record_ids:
+                if (row := store.record_row(self.db, record_id)) and row["lifecycle"] != FORGOTTEN:
+                    self._shred_closure(record_id, at)
+            shred.shred_episodes(self.db, unseen.episode_ids, forgotten_at=at)
+            self._kept_unseen = store.unseen_kept(self.db)
+            store.finish_resync(self.db, cursor)
+        self.report.resync_removed = [
+            *unseen.record_ids,
+            *unseen.episode_ids,
+            *unseen.artifact_ids,
+        ]
+        if self.report.resync_removed:
+            self.db.checkpoint()
 
     def _apply_change(self, change: Any, private_key: Any) -> None:
         if isinstance(change, RecordVersionChange):
@@ -494,6 +643,19 @@ class SyncSession:
             episode_ids=episode_ids or (),
         )
         self.report.shredded.append(record_id)
+
+    def _shred_item(self, item: tuple[str, str]) -> None:
+        kind, item_id = item
+        at = self.now()
+        if kind == "record":
+            row = store.record_row(self.db, item_id)
+            if row is not None and row["lifecycle"] != FORGOTTEN:
+                self._shred_closure(item_id, at)
+        elif kind == "episode":
+            shred.shred_episodes(self.db, [item_id], forgotten_at=at)
+        else:
+            shred.shred_artifact(self.db, item_id, forgotten_at=at)
+        self.report.resync_removed.append(item_id)
 
     def _key_destruction(self, change: KeyDestruction) -> None:
         at = change.destroyed_at.isoformat()

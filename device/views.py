@@ -161,3 +161,6 @@ class SyncReport:
     pulled: int = 0
     shredded: list[str] = field(default_factory=list)
     ignored: int = 0  # pulled changes for content this device already forgot
+    resynced: bool = False  # the cursor was below the cloud's feed floor: rebuilt from the start
+    # synced records, episodes and artifacts a resync shredded: the cloud no longer has them
+    resync_removed: list[str] = field(default_factory=list)

@@ -69,6 +69,7 @@ class ErrorCode(StrEnum):
     MALFORMED_CURSOR = "malformed_cursor"
     ACCOUNT_KEY_MISMATCH = "account_key_mismatch"
     DEVICE_REVOKED = "device_revoked"
+    RESYNC_REQUIRED = "resync_required"
 
 
 class ErrorBody(Envelope):
@@ -254,6 +255,20 @@ class AckRequest(Envelope):
 
 class AckResponse(Envelope):
     acknowledged: list[int]
+
+
+# --- a revoked device's wipe confirmation -------------------------------------------
+
+
+class WipedRequest(Envelope):
+    """``POST /v1/wiped``: a revoked device says it destroyed every key and row of
+    memory it held. Accepted only with the credential of a revoked device; it carries
+    nothing else (the credential names the device and its space)."""
+
+
+class WipedResponse(Envelope):
+    device_id: DeviceId
+    wiped_at: UtcDatetime  # when the cloud first heard the confirmation
 
 
 # --- forget status -----------------------------------------------------------------

@@ -38,6 +38,7 @@ class DeviceRow:
     name: str
     public_key: bytes
     revoked_at: datetime | None = None
+    wiped_at: datetime | None = None  # a revoked device confirmed it wiped its copy
 
 
 @dataclass(frozen=True, slots=True)
@@ -148,6 +149,28 @@ class ForgetStatusRow:
     pending: tuple[tuple[str, str], ...]  # (device_id, device_name) not yet acknowledged
 
 
+@dataclass(frozen=True, slots=True)
+class CompactionReport:
+    """What one compaction of a space's change feed deleted and kept.
+
+    ``deleted`` counts the rows removed per change kind; ``kept_destructions`` is how
+    many key-destruction rows stay because a registered, unrevoked device that held
+    the content has not acknowledged them; ``floor`` is the space's feed floor after
+    the run (the highest seq ever compacted; a cursor below it must resync).
+    """
+
+    space_id: str
+    deleted: tuple[tuple[str, int], ...]  # (change kind, rows deleted), kinds in name order
+    kept_destructions: int
+    remaining: int
+    previous_floor: int
+    floor: int
+
+    @property
+    def total_deleted(self) -> int:
+        return sum(n for _kind, n in self.deleted)
+
+
 WORK_KINDS = ("candidate", "behaviour", "external")
 WHOLE_EPISODE = -1  # ``work_items.sentence`` of an item that covers a whole episode
 
@@ -205,6 +228,7 @@ class StoreSession(Protocol):
     def device(self, space_id: str, device_id: str) -> DeviceRow | None: ...
     def touch_device(self, space_id: str, device_id: str, at: datetime) -> None: ...
     def revoke_device(self, space_id: str, device_id: str, at: datetime) -> bool: ...
+    def mark_wiped(self, space_id: str, device_id: str, at: datetime) -> datetime | None: ...
     def devices(self, space_id: str) -> list[DeviceRow]: ...
 
     # ordering
@@ -284,6 +308,8 @@ class StoreSession(Protocol):
     # changes and holdings
     def add_change(self, space_id: str, row: ChangeRow) -> None: ...
     def changes_after(self, space_id: str, seq: int, limit: int) -> list[ChangeRow]: ...
+    def feed_floor(self, space_id: str) -> int: ...
+    def compact_changes(self, space_id: str) -> CompactionReport: ...
     def add_holdings(
         self, space_id: str, device_id: str, items: Iterable[tuple[str, str]]
     ) -> None: ...

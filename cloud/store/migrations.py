@@ -361,6 +361,21 @@ def _v6_revocation(conn: Connection) -> None:
     conn.exec_driver_sql(f"ALTER TABLE devices ADD COLUMN revoked_at {ts}")
 
 
+def _v7_feed_floor(conn: Connection) -> None:
+    """The change feed can be compacted (``cloud.store.sql``, ``compact_changes``): a
+    space's ``feed_floor`` is the highest seq ever deleted from its feed (0: none), and
+    compaction finds its rows by kind."""
+    bigint = _TYPES[conn.dialect.name]["bigint"]
+    conn.exec_driver_sql(f"ALTER TABLE spaces ADD COLUMN feed_floor {bigint} NOT NULL DEFAULT 0")
+    conn.exec_driver_sql("CREATE INDEX changes_kind ON changes(space_id, kind, seq)")
+
+
+def _v8_wipe_confirmation(conn: Connection) -> None:
+    """A revoked device confirms it wiped its copy; from then on it is pending nowhere."""
+    ts = _TYPES[conn.dialect.name]["ts"]
+    conn.exec_driver_sql(f"ALTER TABLE devices ADD COLUMN wiped_at {ts}")
+
+
 @dataclass(frozen=True)
 class Migration:
     version: int
@@ -375,6 +390,8 @@ MIGRATIONS: tuple[Migration, ...] = (
     Migration(4, "search_indexes", _v4_search),
     Migration(5, "work_queue", _v5_work_queue),
     Migration(6, "device_revocation", _v6_revocation),
+    Migration(7, "feed_floor", _v7_feed_floor),
+    Migration(8, "wipe_confirmation", _v8_wipe_confirmation),
 )
 
 _CREATE_MIGRATIONS = {

@@ -78,6 +78,8 @@ spaces = Table(
     Column("account_key", LargeBinary),  # Ed25519 verify key for strong authentication
     # bumped by every write to the space's search indexes (cache key of the vector matrix)
     Column("search_generation", BigInteger, nullable=False, server_default="0"),
+    # the highest seq compaction ever deleted from the space's change feed (migration 7)
+    Column("feed_floor", BigInteger, nullable=False, server_default="0"),
 )
 
 enrollment_codes = Table(
@@ -102,6 +104,7 @@ devices = Table(
     Column("enrolled_at", UtcDateTime, nullable=False),
     Column("last_seen", UtcDateTime),
     Column("revoked_at", UtcDateTime),
+    Column("wiped_at", UtcDateTime),  # a revoked device confirmed its wipe (migration 8)
 )
 
 applied_ops = Table(

@@ -16,14 +16,18 @@ from pathlib import Path
 from typing import Any
 
 from sqlalchemy import (
+    ColumnElement,
     Connection,
     Engine,
     Table,
     and_,
     create_engine,
+    delete,
     event,
     func,
     insert,
+    literal,
+    or_,
     select,
     update,
 )
@@ -35,6 +39,7 @@ from cloud.store import schema as t
 from cloud.store import statements as q
 from cloud.store.base import (
     ChangeRow,
+    CompactionReport,
     DeviceRow,
     EnrollmentCodeRow,
     EpisodeRow,
@@ -240,11 +245,13 @@ class SqlSession(MemoryQueries, SearchQueries, WorkQueries):
         """The device holding this credential, revoked or not (the caller decides)."""
         c = t.devices.c
         row = self.conn.execute(
-            select(c.space_id, c.device_id, c.name, c.public_key, c.revoked_at).where(
+            select(c.space_id, c.device_id, c.name, c.public_key, c.revoked_at, c.wiped_at).where(
                 c.credential_hash == credential_hash
             )
         ).first()
-        return None if row is None else DeviceRow(row[0], row[1], row[2], bytes(row[3]), row[4])
+        if row is None:
+            return None
+        return DeviceRow(row[0], row[1], row[2], bytes(row[3]), row[4], row[5])
 
     def device(self, space_id: str, device_id: str) -> DeviceRow | None:
         """An enrolled device that is not revoked (None for a revoked one)."""
@@ -275,6 +282,26 @@ class SqlSession(MemoryQueries, SearchQueries, WorkQueries):
             .values(revoked_at=at)
         )
         return int(result.rowcount) == 1
+
+    def mark_wiped(self, space_id: str, device_id: str, at: datetime) -> datetime | None:
+        """Record that a revoked device wiped its copy (the first confirmation's time is
+        kept); None when the device is not a revoked device of this space."""
+        c = t.devices.c
+        self.conn.execute(
+            update(t.devices)
+            .where(
+                c.space_id == space_id,
+                c.device_id == device_id,
+                c.revoked_at.is_not(None),
+                c.wiped_at.is_(None),
+            )
+            .values(wiped_at=at)
+        )
+        return self.conn.execute(
+            select(c.wiped_at).where(
+                c.space_id == space_id, c.device_id == device_id, c.revoked_at.is_not(None)
+            )
+        ).scalar_one_or_none()
 
     def touch_device(self, space_id: str, device_id: str, at: datetime) -> None:
         c = t.devices.c
@@ -535,6 +562,49 @@ class SqlSession(MemoryQueries, SearchQueries, WorkQueries):
             for r in rows
         ]
 
+    def feed_floor(self, space_id: str) -> int:
+        c = t.spaces.c
+        floor = self.conn.execute(
+            select(c.feed_floor).where(c.space_id == space_id)
+        ).scalar_one_or_none()
+        return 0 if floor is None else int(floor)
+
+    def compact_changes(self, space_id: str) -> CompactionReport:
+        """Delete the feed rows that no longer carry anything (``_compactable``) and raise
+        the space's feed floor to the highest seq deleted. Call under ``lock=True``."""
+        c = t.changes.c
+        gone = _compactable()
+        counted = self.conn.execute(
+            select(c.kind, func.count(), func.max(c.seq))
+            .where(c.space_id == space_id, gone)
+            .group_by(c.kind)
+        ).all()
+        deleted = tuple(sorted((str(kind), int(n)) for kind, n, _top in counted))
+        highest = max((int(top) for _kind, _n, top in counted), default=0)
+        previous = self.feed_floor(space_id)
+        if counted:
+            self.conn.execute(delete(t.changes).where(c.space_id == space_id, gone))
+        floor = max(previous, highest)
+        if floor != previous:
+            s = t.spaces.c
+            self.conn.execute(
+                update(t.spaces).where(s.space_id == space_id).values(feed_floor=floor)
+            )
+        kinds: dict[str, int] = {
+            str(kind): int(n)
+            for kind, n in self.conn.execute(
+                select(c.kind, func.count()).where(c.space_id == space_id).group_by(c.kind)
+            )
+        }
+        return CompactionReport(
+            space_id=space_id,
+            deleted=deleted,
+            kept_destructions=kinds.get("key_destruction", 0),
+            remaining=sum(kinds.values()),
+            previous_floor=previous,
+            floor=floor,
+        )
+
     def add_holdings(self, space_id: str, device_id: str, items: Iterable[tuple[str, str]]) -> None:
         rows = [
             {"space_id": space_id, "device_id": device_id, "item_kind": k, "item_id": i}
@@ -689,7 +759,8 @@ class SqlSession(MemoryQueries, SearchQueries, WorkQueries):
                     t.devices, and_(d.space_id == p.space_id, d.device_id == p.device_id)
                 )
             )
-            .where(p.space_id == space_id, p.acked_at.is_(None))
+            # a revoked device that confirmed its wipe holds nothing any more
+            .where(p.space_id == space_id, p.acked_at.is_(None), d.wiped_at.is_(None))
             .order_by(p.event_id, p.device_id)
         ).all()
         by_event: dict[int, list[tuple[str, str]]] = {}
@@ -702,3 +773,99 @@ class SqlSession(MemoryQueries, SearchQueries, WorkQueries):
 
     def count(self, table: Table) -> int:
         return int(self.conn.execute(select(func.count()).select_from(table)).scalar_one())
+
+
+def _destroyed_key(space_id: Any, key_id: Any) -> ColumnElement[bool]:
+    """``key_id`` is named by a forget event whose keys the key store has destroyed."""
+    k, e = t.forget_keys.c, t.forget_events.c
+    return (
+        select(literal(1))
+        .where(
+            k.space_id == space_id,
+            k.key_id == key_id,
+            e.space_id == k.space_id,
+            e.event_id == k.event_id,
+            e.keys_destroyed_at.is_not(None),
+        )
+        .exists()
+    )
+
+
+def _compactable() -> ColumnElement[bool]:
+    """The feed rows (of ``changes``) that no longer carry anything to any device:
+
+    - a ``record_state`` that is not its record's latest, or whose record is forgotten
+      (the reader sends neither; the skeleton travels with the key destruction);
+    - a ``project`` change that is not its project's latest;
+    - a ``record_version``, ``episode`` or ``artifact`` whose data key was destroyed;
+    - a ``key_destruction`` that no registered, unrevoked device still has to
+      acknowledge (every such device that held the content acked it; revoked devices
+      do not block: they are refused and wipe everything when they next connect).
+    """
+    c = t.changes.c
+    r, p = t.records.c, t.projects.c
+    v, ep, art = t.record_versions.c, t.episodes.c, t.artifacts.c
+    fp, d = t.forget_pending.c, t.devices.c
+    latest_state = (
+        select(literal(1))
+        .where(
+            r.space_id == c.space_id,
+            r.record_id == c.record_id,
+            r.state_seq == c.seq,
+            r.lifecycle != "permanently_forgotten",
+        )
+        .exists()
+    )
+    latest_project = (
+        select(literal(1))
+        .where(p.space_id == c.space_id, p.name == c.project, p.seq == c.seq)
+        .exists()
+    )
+    version_gone = (
+        select(literal(1))
+        .where(
+            v.space_id == c.space_id,
+            v.record_id == c.record_id,
+            v.version == c.version,
+            _destroyed_key(v.space_id, v.key_id),
+        )
+        .exists()
+    )
+    episode_gone = (
+        select(literal(1))
+        .where(
+            ep.space_id == c.space_id,
+            ep.episode_id == c.episode_id,
+            _destroyed_key(ep.space_id, ep.key_id),
+        )
+        .exists()
+    )
+    artifact_gone = (
+        select(literal(1))
+        .where(
+            art.space_id == c.space_id,
+            art.artifact_id == c.artifact_id,
+            _destroyed_key(art.space_id, art.key_id),
+        )
+        .exists()
+    )
+    awaited = (
+        select(literal(1))
+        .where(
+            fp.space_id == c.space_id,
+            fp.event_id == c.event_id,
+            fp.acked_at.is_(None),
+            d.space_id == fp.space_id,
+            d.device_id == fp.device_id,
+            d.revoked_at.is_(None),
+        )
+        .exists()
+    )
+    return or_(
+        and_(c.kind == "record_state", ~latest_state),
+        and_(c.kind == "project", ~latest_project),
+        and_(c.kind == "record_version", version_gone),
+        and_(c.kind == "episode", episode_gone),
+        and_(c.kind == "artifact", artifact_gone),
+        and_(c.kind == "key_destruction", ~awaited),
+    )

@@ -88,6 +88,95 @@ def test_a_revoked_device_is_refused_and_wipes_its_copy(
         fleet.close()
 
 
+class _DropPath(httpx.BaseTransport):
+    """A fault at the device's transport seam: requests to ``path`` never arrive."""
+
+    def __init__(self, inner: httpx.BaseTransport, path: str) -> None:
+        self.inner = inner
+        self.path = path
+        self.dropping = True
+
+    def handle_request(self, request: httpx.Request) -> httpx.Response:
+        if self.dropping and request.url.path == self.path:
+            raise httpx.ConnectError(f"{self.path} lost (simulated)", request=request)
+        return self.inner.handle_request(request)
+
+    def close(self) -> None:
+        self.inner.close()
+
+
+def _pending_names(cloud: RunningCloud, space_id: str) -> dict[str | None, list[str]]:
+    forgets = cloud.operator.pending(space_id).forgets
+    return {f.record_id: [d.device_name for d in f.pending] for f in forgets}
+
+
+def test_a_revoked_device_stays_pending_until_it_confirms_its_wipe(
+    cloud: RunningCloud, tmp_path: Path
+) -> None:
+    fleet = Fleet(cloud, tmp_path / "devices")
+    try:
+        ada = fleet.add_user("ada")
+        phone, laptop = fleet.add_device(ada, "phone"), fleet.add_device(ada, "laptop")
+        phone.agent.say(SECRET, "c1")
+        record = phone.agent.remember(SECRET, "c1").record_id
+        phone.agent.sync()
+        laptop.agent.sync()  # the laptop holds the record's keys
+        credential = _credential(laptop)
+        cloud.operator.revoke_device(ada.space_id, laptop.agent.device_id or "")
+        phone.agent.forget_permanently(record)
+        phone.agent.sync()
+        # revoked but not wiped: it still holds the keys (a stolen laptop), so it is pending
+        assert _pending_names(cloud, ada.space_id) == {record: ["laptop"]}
+
+        dropping = _DropPath(laptop.transport.inner, "/v1/wiped")
+        laptop.transport.inner = dropping
+        with pytest.raises(DeviceRevoked, match="could not be told yet"):
+            laptop.agent.sync()
+        assert laptop.agent.list_records() == []  # wiped at once ...
+        assert _credential(laptop) == credential  # ... keeping only what confirms it
+        assert _pending_names(cloud, ada.space_id) == {record: ["laptop"]}  # not heard yet
+        with pytest.raises(DeviceRevoked, match="could not be told yet"):
+            laptop.agent.retrieve_from_cloud("spare key")  # every call to the cloud tries again
+
+        dropping.dropping = False
+        with pytest.raises(DeviceRevoked, match="the cloud was told"):
+            laptop.agent.retrieve_from_cloud("spare key")
+        assert laptop.agent._debug_db().one("SELECT credential FROM meta")[0] is None
+        assert _pending_names(cloud, ada.space_id) == {record: []}
+        # confirming again (a retry whose answer was lost) is harmless: same time kept
+        first = cloud.operator.confirm_wipe(credential).wiped_at
+        again = httpx.post(
+            f"{cloud.url}/v1/wiped",
+            json={"protocol_version": 1},
+            headers={"Authorization": f"Bearer {credential}"},
+        )
+        assert again.status_code == 200, again.text
+        assert again.json()["device_id"] == laptop.agent.device_id
+        assert cloud.operator.confirm_wipe(credential).wiped_at == first
+        # the wipe confirmation is the only thing a revoked credential can do
+        refused = httpx.post(
+            f"{cloud.url}/v1/pull",
+            json={"protocol_version": 1},
+            headers={"Authorization": f"Bearer {credential}"},
+        )
+        assert refused.status_code == 401 and refused.json()["code"] == "device_revoked"
+        # anything but an empty envelope is refused, naming the field
+        extra = httpx.post(
+            f"{cloud.url}/v1/wiped",
+            json={"protocol_version": 1, "device_id": "dev_somebodyelse1"},
+            headers={"Authorization": f"Bearer {credential}"},
+        )
+        assert extra.status_code == 400 and "device_id" in extra.json()["message"]
+        unknown = httpx.post(
+            f"{cloud.url}/v1/wiped",
+            json={"protocol_version": 1},
+            headers={"Authorization": "Bearer cred_not-a-credential"},
+        )
+        assert unknown.status_code == 401 and unknown.json()["code"] == "unauthorized"
+    finally:
+        fleet.close()
+
+
 # --- every route, from another space -------------------------------------------------
 
 
@@ -99,6 +188,7 @@ ROUTES: dict[tuple[str, str], dict[str, Any]] = {
     ("POST", "/v1/recall"): {},
     ("POST", "/v1/ack"): {},
     ("POST", "/v1/account-key"): {},
+    ("POST", "/v1/wiped"): {},
     ("GET", "/v1/forgets/pending"): {},
     ("GET", "/v1/records/{record_id}"): {},
 }
@@ -177,6 +267,7 @@ def test_no_route_reaches_another_space(cloud: RunningCloud, tmp_path: Path) -> 
                 ("POST", "/v1/account-key"): http.post(
                     "/v1/account-key", headers={}, json={**v1, "account_key": "A" * 43 + "="}
                 ),
+                ("POST", "/v1/wiped"): http.post("/v1/wiped", headers=theirs, json=v1),
                 ("GET", "/v1/forgets/pending"): http.get("/v1/forgets/pending", headers=theirs),
                 ("GET", "/v1/records/{record_id}"): http.get(
                     f"/v1/records/{record}", headers=theirs
@@ -192,6 +283,9 @@ def test_no_route_reaches_another_space(cloud: RunningCloud, tmp_path: Path) -> 
         assert answers[("POST", "/v1/enroll")].status_code == 403
         assert answers[("POST", "/v1/account-key")].status_code == 401
         assert answers[("GET", "/v1/records/{record_id}")].status_code == 404
+        # a device that is not revoked has no wipe to confirm, and is not marked wiped
+        assert answers[("POST", "/v1/wiped")].status_code == 404
+        assert "is not revoked" in answers[("POST", "/v1/wiped")].json()["message"]
         receipts = json.loads(answers[("POST", "/v1/push")].text)["receipts"]
         assert [r["code"] for r in receipts] == ["unknown_record", "unknown_record"]
         # ... and ada's memory is exactly as it was
