@@ -237,8 +237,8 @@ def create_app(config: CloudConfig) -> FastAPI:
     async def wiped(request: Request) -> Response:
         # the one route a revoked credential may use: to confirm the device wiped itself
         credential = _credential(request)
-        _parse(WipedRequest, await _read_object(request, max_bytes))
-        return _json(await call(service.confirm_wipe, credential))
+        _parse(WipedRequest, await read(request))
+        return answer(request, await call(service.confirm_wipe, credential))
 
     @app.get("/v1/forgets/pending")
     async def pending(request: Request) -> Response:

@@ -73,10 +73,8 @@ def _pending(cloud: RunningCloud, space_id: str) -> list[str]:
 
 
 def _reopen(handle: DeviceHandle) -> None:
-    handle.agent.close()
-    handle.agent = DeviceAgent.open(
-        handle.agent.directory, handle.passphrase, transport=handle.transport
-    )
+    handle.close()
+    handle.reopen()
 
 
 def test_a_long_offline_device_resyncs_and_keeps_its_queued_ops(

@@ -47,6 +47,8 @@ from protocol.messages import (
     RecallResponse,
     RecordStateChange,
     RecordVersionChange,
+    WipedRequest,
+    WipedResponse,
 )
 from protocol.model import (
     ArtifactKind,
@@ -321,6 +323,8 @@ EXAMPLES: dict[str, BaseModel] = {
     "ack_request": AckRequest(event_ids=[4]),
     "account_key_request": AccountKeyRequest(account_key=b"\x09" * 32),
     "account_key_response": AccountKeyResponse(account_key=b"\x09" * 32),
+    "wiped_request": WipedRequest(),
+    "wiped_response": WipedResponse(device_id=DEV, wiped_at=AT),
     "ack_response": AckResponse(acknowledged=[4]),
     "pending_response": PendingResponse(
         forgets=[
