@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 
 from device.faults import CRASH_POINTS
 from simulator.driver import Driver
+from simulator.errors import CrashPointNotReached
 from simulator.fleet import DeviceHandle
 from simulator.observe import device_key, live_record_ids
 from simulator.sentences import SentenceMaker
@@ -119,7 +120,11 @@ def crash(ctx: RunContext) -> str:
     point = CRASH_POINTS[ctx.rng.randrange(len(CRASH_POINTS))]
     if point == "push_answered" and handle.agent.pending_ops() == 0:
         point = "pull_answered"  # with nothing queued the push never reaches its point
-    ctx.driver.crash_during_sync(handle, point)
+    try:
+        ctx.driver.crash_during_sync(handle, point)
+    except CrashPointNotReached:
+        ctx.count("crash point not reached")
+        return f"{ctx.name(handle)}'s sync finished before reaching {point} (not killed)"
     ctx.count(f"killed at {point}")
     return f"{ctx.name(handle)} is killed (SIGKILL) during sync at {point}"
 

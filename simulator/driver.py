@@ -18,6 +18,7 @@ from device.errors import Offline
 from device.views import SyncReport
 from simulator import invariants
 from simulator.cloud_view import CloudView
+from simulator.errors import CrashPointNotReached
 from simulator.fleet import DeviceHandle, Fleet
 from simulator.observe import device_key, holds_content, record_key_ids, version_texts
 from simulator.processes import Killed, kill_during_sync
@@ -125,8 +126,15 @@ class Driver:
         return report
 
     def crash_during_sync(self, handle: DeviceHandle, point: str) -> Killed:
-        """A real process kill of the device at ``point`` of a sync (see processes)."""
-        killed = kill_during_sync(handle, point, clock=self.fleet.clock)
+        """A real process kill of the device at ``point`` of a sync (see processes).
+        Raises ``CrashPointNotReached`` when the sync finished first (it then counts as
+        a completed sync)."""
+        try:
+            killed = kill_during_sync(handle, point, clock=self.fleet.clock)
+        except CrashPointNotReached:
+            self.trace.synced(device_key(handle), self.step)  # the sync completed
+            invariants.harvest(self.fleet, self.trace, [handle])
+            raise
         self.trace.wrote(device_key(handle))  # it did not complete a sync
         invariants.harvest(self.fleet, self.trace, [handle])
         return killed

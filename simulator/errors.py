@@ -19,6 +19,12 @@ class ProcessDidNotDie(SimulatorError):
     """A device process meant to SIGKILL itself at a sync point ended another way."""
 
 
+class CrashPointNotReached(ProcessDidNotDie):
+    """The device process finished its sync (exit 0) without reaching the crash point,
+    e.g. ``push_answered`` when the queue emptied before the push (a pull shredded the
+    record its ops named). The sync did complete."""
+
+
 class UnknownCrashPoint(SimulatorError):
     """A crash point that ``device.faults`` does not know."""
 

@@ -7,7 +7,8 @@ transport, so the handle's fault state carries over), whatever happened in betwe
 The kill is the device's own test hook (``device.faults``, env ``MEMSYNC_DEVICE_CRASH_AT``):
 ``push_answered`` lands between the server's commit and the local receipt transaction,
 ``pull_answered`` before a pulled page commits. A process that did not die by SIGKILL
-is an error naming the device, the point and how it ended.
+is an error naming the device, the point and how it ended (``CrashPointNotReached``
+when it finished its sync without reaching the point).
 """
 
 from __future__ import annotations
@@ -23,7 +24,12 @@ from pathlib import Path
 
 from device.agent import DeviceAgent
 from device.faults import CRASH_ENV, CRASH_POINTS
-from simulator.errors import DeviceNotReady, ProcessDidNotDie, UnknownCrashPoint
+from simulator.errors import (
+    CrashPointNotReached,
+    DeviceNotReady,
+    ProcessDidNotDie,
+    UnknownCrashPoint,
+)
 from simulator.fleet import DeviceHandle
 
 # The folder that holds the ``simulator`` package: the subprocess imports this code.
@@ -88,9 +94,15 @@ def kill_during_sync(
         handle.agent = DeviceAgent.open(
             directory, handle.passphrase, transport=handle.transport, clock=clock
         )
+    who = f"{handle.user.name}/{handle.name}"
+    if done.returncode == 0:
+        raise CrashPointNotReached(
+            f"device {who}: the sync process finished without reaching {point!r} "
+            f"({done.stdout.strip()[-300:]})"
+        )
     if done.returncode != -signal.SIGKILL:
         raise ProcessDidNotDie(
-            f"device {handle.user.name}/{handle.name}: the sync process was to SIGKILL itself "
+            f"device {who}: the sync process was to SIGKILL itself "
             f"at {point!r} but ended with code {done.returncode}: {done.stderr.strip()[-500:]}"
         )
-    return Killed(f"{handle.user.name}/{handle.name}", point, done.returncode, done.stderr)
+    return Killed(who, point, done.returncode, done.stderr)
