@@ -19,7 +19,7 @@ from device import cli as device_cli
 from simulator.actions import Rates
 from simulator.errors import SimulatorError
 from simulator.report import Check, ScenarioReport, StepState, render_checks, render_step
-from simulator.stores import cloud_for
+from simulator.stores import check_store, cloud_for
 
 SCENARIOS = ("forget-propagation", "writing")
 RATE_FLAGS = {
@@ -155,6 +155,7 @@ def _simulate(args: argparse.Namespace) -> int:
 
 def _scenario(args: argparse.Namespace) -> int:
     args.scenario = args.scenario or "forget-propagation"
+    check_store(args.store)
     if args.dir is not None:
         args.dir.mkdir(parents=True, exist_ok=True)
         report = run_scenario(args.scenario, args.store, args.dir, quiet=args.json)

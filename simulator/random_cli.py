@@ -19,7 +19,7 @@ from pathlib import Path
 from simulator import run_report
 from simulator.actions import Rates
 from simulator.random_run import Progress, RunSettings, run
-from simulator.stores import cloud_for, describe_store
+from simulator.stores import check_store, cloud_for, describe_store
 
 
 def settings_from(args: argparse.Namespace) -> RunSettings:
@@ -66,6 +66,7 @@ def _progress_bar(enabled: bool, steps: int) -> Iterator[Progress | None]:
 def random_run(args: argparse.Namespace) -> int:
     settings = settings_from(args)
     settings.validate()
+    check_store(args.store)
     show_bar = not args.json and sys.stderr.isatty()
     with contextlib.ExitStack() as stack:
         folder = args.dir

@@ -24,15 +24,23 @@ def describe_store(store: str) -> str:
     return f"{scheme}://{rest.rpartition('@')[2]}"
 
 
+POSTGRES_PREFIXES = ("postgresql://", "postgresql+psycopg://", "postgres://")
+
+
+def check_store(store: str) -> None:
+    """Refuse anything but ``sqlite`` or a PostgreSQL URL (before anything is made)."""
+    if store != SQLITE and not store.startswith(POSTGRES_PREFIXES):
+        raise InvalidRunSettings(
+            f"store {store!r}: expected 'sqlite' or a postgresql://user@host:port/database "
+            "URL of an existing database"
+        )
+
+
 def cloud_for(store: str, folder: Path) -> RunningCloud:
     """A (not yet started) cloud on ``store`` with its files in ``folder``."""
+    check_store(store)
     if store == SQLITE:
         return RunningCloud.sqlite(folder)
-    if store.startswith(("postgresql://", "postgresql+psycopg://", "postgres://")):
-        folder.mkdir(parents=True, exist_ok=True)
-        url = store.replace("postgres://", "postgresql://", 1)
-        return RunningCloud(CloudConfig(store_url=url, key_store_path=folder / "keys.db"))
-    raise InvalidRunSettings(
-        f"store {store!r}: expected 'sqlite' or a postgresql://user@host:port/database URL "
-        "of an existing database"
-    )
+    folder.mkdir(parents=True, exist_ok=True)
+    url = store.replace("postgres://", "postgresql://", 1)
+    return RunningCloud(CloudConfig(store_url=url, key_store_path=folder / "keys.db"))
