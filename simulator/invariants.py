@@ -34,6 +34,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 
+from device.views import RecordView
 from protocol.model import LifecycleState
 from protocol.operations import EffectKind, Receipt, ReceiptStatus, RefusalCode
 from simulator.cloud_view import CloudRecord, CloudView
@@ -138,7 +139,7 @@ def converged(
                         f"{who} holds record {record_id} ({local.lifecycle}) the cloud never saw"
                     )
                 continue
-            problems.extend(_compare_record(view, texts, who, handle, theirs, space))
+            problems.extend(_compare_record(view, texts, who, handle, local, theirs, space))
     devices_text = ", ".join(device_key(h) for h in chosen) or "none"
     return _check(
         CONVERGED,
@@ -157,11 +158,11 @@ def _compare_record(
     texts: dict[tuple[str, str], list[tuple[int, str | None]]],
     who: str,
     handle: DeviceHandle,
+    local: RecordView,
     cloud: CloudRecord,
     space: str,
 ) -> list[str]:
     rid = cloud.record_id
-    local = next(v for v in handle.agent.list_records() if v.record_id == rid)
     if local.lifecycle != cloud.lifecycle:
         return [f"{who} record {rid}: lifecycle {local.lifecycle}, cloud {cloud.lifecycle}"]
     if cloud.forgotten:

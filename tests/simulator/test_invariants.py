@@ -348,3 +348,25 @@ def test_the_digest_ignores_row_order_and_names_any_changed_table(
     assert compare(before, _digest(changed), own=[space]) == []  # the run's own space
     check = walls_check(before, _digest(changed), own=[])
     assert not check.passed and space in check.detail
+
+
+def test_forget_to_shred_is_timed_on_the_injected_clock(world: World) -> None:
+    ticks = iter(range(100, 1000, 7))
+    world.run.clock = lambda: float(next(ticks))
+    user = world.fleet.users[next(iter(world.fleet.users))]
+    phone, laptop = user.devices
+    record = world.run.remember(phone, "My friend Xifuga repairs bicycles in Bergen.")
+    world.run.sync(phone)
+    world.run.sync(laptop)
+    phone.go_offline()
+    world.run.step = 4
+    world.run.forget(laptop, record)
+    world.run.sync(laptop)
+    assert world.run.observe() == []  # committed at tick 100; the phone still holds it
+    phone.go_online()
+    world.run.step = 6
+    world.run.sync(phone)
+    world.run.observe()  # tick 107: nobody holds it any more
+    timing = next(t for t in world.run.timings() if t.record_id == record)
+    assert (timing.forgotten_step, timing.committed_step, timing.shredded_step) == (4, 4, 6)
+    assert timing.seconds == 7.0
