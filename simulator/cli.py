@@ -1,7 +1,9 @@
 """The ``memsync`` command: cloud, device, simulate and demo.
 
 Invariant: every command that prints data takes ``--json``; errors go to stderr with
-exit code 2 and no traceback; a scenario exits non-zero when any check fails.
+exit code 2 and no traceback; a scenario or a random run exits non-zero (1) when any
+check fails. ``simulate`` plays a named scenario (``--scenario``) or a seeded random
+run (``--devices/--users/--steps/--seed``), never both.
 """
 
 from __future__ import annotations
@@ -14,9 +16,31 @@ from pathlib import Path
 
 from cloud import cli as cloud_cli
 from device import cli as device_cli
+from simulator.actions import Rates
+from simulator.errors import SimulatorError
 from simulator.report import Check, ScenarioReport, StepState, render_checks, render_step
+from simulator.stores import check_store, cloud_for
 
 SCENARIOS = ("forget-propagation", "writing")
+RATE_FLAGS = {
+    "remember": "--remember-rate",
+    "offline": "--offline-rate",
+    "crash": "--crash-rate",
+    "forget": "--forget-rate",
+    "correct": "--correct-rate",
+    "concurrent": "--concurrent-rate",
+    "stale": "--stale-edit-rate",
+}
+RATE_HELP = {
+    "remember": "a device remembering a sentence the user typed",
+    "offline": "a device going offline or coming back",
+    "crash": "a device killed (SIGKILL, a real process) during a sync",
+    "forget": "a device forgetting a record permanently",
+    "correct": "a device correcting a record",
+    "concurrent": "two devices of a user correcting the same record while offline",
+    "stale": "an offline device editing a record another device just forgot",
+}
+RANDOM_RUN_ARGS = ("devices", "users", "steps", "seed", "report")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -30,18 +54,41 @@ def build_parser() -> argparse.ArgumentParser:
 
     simulate = sub.add_parser(
         "simulate",
-        help="play a scenario against a real cloud on loopback and check the invariants",
-        description="Start a cloud on 127.0.0.1, play a scenario with real devices, "
-        "print the state after each step and PASS/FAIL per check.",
+        help="play a scenario or a seeded random run against a real cloud on loopback and "
+        "check the invariants",
+        description="Start a cloud on 127.0.0.1 and play either a named scenario "
+        "(--scenario) or a seeded random run of real devices (--devices/--users/--steps/"
+        "--seed with per-step rates), then print PASS/FAIL per invariant. Exits 1 when "
+        "any invariant fails.",
     )
-    simulate.add_argument("--scenario", choices=SCENARIOS, default="forget-propagation")
+    simulate.add_argument("--scenario", choices=SCENARIOS, default=None)
     simulate.add_argument(
         "--store",
         default="sqlite",
-        help="'sqlite' (a temp folder, the default) or a postgresql:// URL of an empty database",
+        help="'sqlite' (files in --dir or a temp folder, the default) or a postgresql:// URL "
+        "of an existing database (an empty one, or one whose other spaces the run must "
+        "leave unchanged: the walls check proves it did)",
     )
     simulate.add_argument("--dir", type=Path, help="keep devices and cloud files here")
     simulate.add_argument("--json", action="store_true", help="print the report as JSON")
+    run = simulate.add_argument_group("random run (any of these selects it)")
+    run.add_argument("--devices", type=int, help="devices in all (default 4)")
+    run.add_argument("--users", type=int, help="users, devices spread among them (default 2)")
+    run.add_argument("--steps", type=int, help="random steps before the final sync (default 60)")
+    run.add_argument("--seed", type=int, help="the seed: same seed, same log (default 0)")
+    defaults = Rates()
+    for name, flag in RATE_FLAGS.items():
+        run.add_argument(
+            flag,
+            dest=f"{name}_rate",
+            type=float,
+            default=None,
+            metavar="P",
+            help=f"per-step probability of {RATE_HELP[name]} (default {getattr(defaults, name)})",
+        )
+    run.add_argument(
+        "--report", type=Path, metavar="DIR", help="write report.json, report.txt and PNGs here"
+    )
     simulate.set_defaults(func=_simulate)
 
     demo = sub.add_parser(
@@ -57,16 +104,9 @@ def build_parser() -> argparse.ArgumentParser:
 def run_scenario(
     scenario: str, store: str, folder: Path, emit: object = None, quiet: bool = False
 ) -> ScenarioReport:
-    from cloud.config import CloudConfig
-    from simulator.cloud_runner import RunningCloud
     from simulator.scenarios import forget_propagation, writing
 
-    cloud_dir = folder / "cloud"
-    if store == "sqlite":
-        cloud = RunningCloud.sqlite(cloud_dir)
-    else:
-        cloud_dir.mkdir(parents=True, exist_ok=True)
-        cloud = RunningCloud(CloudConfig(store_url=store, key_store_path=cloud_dir / "keys.db"))
+    cloud = cloud_for(store, folder / "cloud")
 
     def show(state: StepState) -> None:
         if not quiet:
@@ -89,7 +129,33 @@ def run_scenario(
     return combined
 
 
+def _is_random_run(args: argparse.Namespace) -> bool:
+    given = [getattr(args, name, None) for name in RANDOM_RUN_ARGS]
+    rates = [getattr(args, f"{name}_rate", None) for name in RATE_FLAGS]
+    return any(v is not None for v in [*given, *rates])
+
+
 def _simulate(args: argparse.Namespace) -> int:
+    try:
+        if _is_random_run(args):
+            if args.scenario is not None:
+                raise SimulatorError(
+                    f"--scenario {args.scenario} plays a fixed scenario; --devices/--users/"
+                    "--steps/--seed/--report and the rates select a random run: give one or "
+                    "the other"
+                )
+            from simulator.random_cli import random_run
+
+            return random_run(args)
+        return _scenario(args)
+    except SimulatorError as exc:
+        print(f"memsync simulate: error: {exc}", file=sys.stderr)
+        return 2
+
+
+def _scenario(args: argparse.Namespace) -> int:
+    args.scenario = args.scenario or "forget-propagation"
+    check_store(args.store)
     if args.dir is not None:
         args.dir.mkdir(parents=True, exist_ok=True)
         report = run_scenario(args.scenario, args.store, args.dir, quiet=args.json)

@@ -16,6 +16,8 @@ from typing import Any
 import psycopg
 import pytest
 
+pytest_plugins = ["simulator.pytest_plugin"]
+
 PG_ADMIN = "host=127.0.0.1 port=5432 user=postgres dbname=postgres connect_timeout=3"
 
 

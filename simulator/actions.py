@@ -1,0 +1,252 @@
+"""The actions of a random run, as data: a name, a per-step rate, and what it does.
+
+Invariants: an action draws every choice from the run's one ``random.Random`` and picks
+among devices and records in run order (labels like ``u0/d1`` and ``r3``, never random
+ids), so the same seed makes the same choices; it returns one log line that names only
+labels, so the same seed gives the same log. An action with nothing to act on says so
+and changes nothing. Adding a fault is adding an ``Action`` to the list.
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+
+from device.faults import CRASH_POINTS
+from simulator.driver import Driver
+from simulator.errors import CrashPointNotReached
+from simulator.fleet import DeviceHandle
+from simulator.observe import device_key, live_record_ids
+from simulator.sentences import SentenceMaker
+
+
+@dataclass
+class RunContext:
+    """What actions share: the driver, the one random stream, sentences and labels."""
+
+    driver: Driver
+    rng: random.Random
+    sentences: SentenceMaker
+    devices: list[DeviceHandle]
+    labels: dict[str, str] = field(default_factory=dict)  # record id -> "r<n>"
+    order: dict[str, int] = field(default_factory=dict)  # record id -> creation index
+    counts: dict[str, int] = field(default_factory=dict)
+
+    def count(self, what: str, n: int = 1) -> None:
+        self.counts[what] = self.counts.get(what, 0) + n
+
+    def label(self, record_id: str) -> str:
+        return self.labels.get(record_id, record_id)
+
+    def name(self, handle: DeviceHandle) -> str:
+        return self.device_labels[device_key(handle)]
+
+    @property
+    def device_labels(self) -> dict[str, str]:
+        users: dict[str, int] = {}
+        out: dict[str, str] = {}
+        for handle in self.devices:
+            u = users.setdefault(handle.user.name, len(users))
+            out[device_key(handle)] = f"u{u}/{handle.name}"
+        return out
+
+    def new_record(self, record_id: str) -> str:
+        self.order[record_id] = len(self.order)
+        self.labels[record_id] = f"r{len(self.labels)}"
+        return self.labels[record_id]
+
+    def records_of(self, handle: DeviceHandle) -> list[str]:
+        """Records the device may still edit, in run order."""
+        held = live_record_ids(handle)
+        return sorted((r for r in held if r in self.order), key=self.order.__getitem__)
+
+    def pick(self, items: Sequence[DeviceHandle]) -> DeviceHandle:
+        return items[self.rng.randrange(len(items))]
+
+
+Perform = Callable[[RunContext], str]
+
+
+@dataclass(frozen=True)
+class Action:
+    name: str
+    rate: float  # probability that a step is this action
+    perform: Perform
+
+
+def remember(ctx: RunContext) -> str:
+    handle = ctx.pick(ctx.devices)
+    record_id = ctx.driver.remember(handle, ctx.sentences.statement())
+    ctx.count("remembered")
+    return f"{ctx.name(handle)} remembers {ctx.new_record(record_id)}"
+
+
+def toggle_network(ctx: RunContext) -> str:
+    handle = ctx.pick(ctx.devices)
+    if handle.online:
+        handle.go_offline()
+        ctx.count("went offline")
+        return f"{ctx.name(handle)} goes offline"
+    handle.go_online()
+    ctx.count("came back")
+    return f"{ctx.name(handle)} comes back online"
+
+
+def sync(ctx: RunContext) -> str:
+    handle = ctx.pick(ctx.devices)
+    report = ctx.driver.sync(handle)
+    if report is None:
+        ctx.count("sync while offline")
+        return f"{ctx.name(handle)} tries to sync: offline"
+    ctx.count("synced")
+    ctx.count("ops applied", report.applied)
+    ctx.count("duplicates answered", report.duplicates)
+    ctx.count("ops refused", len(report.refused))
+    ctx.count("records shredded", len(report.shredded))
+    return (
+        f"{ctx.name(handle)} syncs: pushed {report.pushed} (applied {report.applied}, "
+        f"duplicate {report.duplicates}, refused {len(report.refused)}), pulled "
+        f"{report.pulled}, shredded {len(report.shredded)}"
+    )
+
+
+def crash(ctx: RunContext) -> str:
+    online = [h for h in ctx.devices if h.online]
+    if not online:
+        ctx.count("crash skipped")
+        return "crash: no device is online"
+    handle = ctx.pick(online)
+    point = CRASH_POINTS[ctx.rng.randrange(len(CRASH_POINTS))]
+    if point == "push_answered" and handle.agent.pending_ops() == 0:
+        point = "pull_answered"  # with nothing queued the push never reaches its point
+    try:
+        ctx.driver.crash_during_sync(handle, point)
+    except CrashPointNotReached:
+        ctx.count("crash point not reached")
+        return f"{ctx.name(handle)}'s sync finished before reaching {point} (not killed)"
+    ctx.count(f"killed at {point}")
+    return f"{ctx.name(handle)} is killed (SIGKILL) during sync at {point}"
+
+
+def forget(ctx: RunContext) -> str:
+    candidates = [(h, r) for h in ctx.devices for r in ctx.records_of(h)]
+    if not candidates:
+        ctx.count("forget skipped")
+        return "forget: no record to forget"
+    handle, record_id = candidates[ctx.rng.randrange(len(candidates))]
+    ctx.driver.forget(handle, record_id)
+    ctx.count("forgotten")
+    return f"{ctx.name(handle)} forgets {ctx.label(record_id)} permanently"
+
+
+def correct(ctx: RunContext) -> str:
+    candidates = [(h, r) for h in ctx.devices for r in ctx.records_of(h)]
+    if not candidates:
+        ctx.count("correct skipped")
+        return "correct: no record to correct"
+    handle, record_id = candidates[ctx.rng.randrange(len(candidates))]
+    ctx.driver.correct(handle, record_id, ctx.sentences.statement())
+    ctx.count("corrected")
+    return f"{ctx.name(handle)} corrects {ctx.label(record_id)}"
+
+
+def _shared_records(ctx: RunContext) -> list[tuple[DeviceHandle, DeviceHandle, str]]:
+    """(device, other device of the same user, record both may edit), in run order."""
+    out: list[tuple[DeviceHandle, DeviceHandle, str]] = []
+    for i, first in enumerate(ctx.devices):
+        mine = ctx.records_of(first)
+        for second in ctx.devices[i + 1 :]:
+            if second.user is not first.user:
+                continue
+            theirs = set(ctx.records_of(second))
+            out.extend((first, second, r) for r in mine if r in theirs)
+    return out
+
+
+def concurrent_edit(ctx: RunContext) -> str:
+    shared = _shared_records(ctx)
+    if not shared:
+        ctx.count("concurrent edit skipped")
+        return "concurrent edit: no record held by two devices of one user"
+    first, second, record_id = shared[ctx.rng.randrange(len(shared))]
+    texts = (ctx.sentences.statement(), ctx.sentences.statement())
+    ctx.driver.concurrent_edit(first, second, record_id, texts)
+    ctx.count("concurrent edits")
+    return (
+        f"{ctx.name(first)} and {ctx.name(second)} go offline and both correct "
+        f"{ctx.label(record_id)}"
+    )
+
+
+def stale_edit(ctx: RunContext) -> str:
+    shared = _shared_records(ctx)
+    if not shared:
+        ctx.count("stale edit skipped")
+        return "stale edit: no record held by two devices of one user"
+    first, second, record_id = shared[ctx.rng.randrange(len(shared))]
+    offline, forgetter = (first, second) if ctx.rng.random() < 0.5 else (second, first)
+    edit = ctx.driver.stale_edit(offline, forgetter, record_id, ctx.sentences.statement())
+    ctx.count("forgotten")
+    if edit is None:
+        ctx.count("stale edit not stale")
+        return (
+            f"{ctx.name(forgetter)} forgets {ctx.label(record_id)} and syncs; the cloud had "
+            f"not seen it, so {ctx.name(offline)} does not edit it"
+        )
+    ctx.count("stale edits")
+    return (
+        f"{ctx.name(offline)} goes offline; {ctx.name(forgetter)} forgets "
+        f"{ctx.label(record_id)} and syncs; {ctx.name(offline)} corrects it offline"
+    )
+
+
+@dataclass(frozen=True)
+class Rates:
+    """Per-step probabilities; what is left over (1 - their sum) is a sync."""
+
+    remember: float = 0.30
+    offline: float = 0.10
+    crash: float = 0.03
+    forget: float = 0.06
+    correct: float = 0.08
+    concurrent: float = 0.04
+    stale: float = 0.03
+
+    def as_dict(self) -> dict[str, float]:
+        return {
+            "remember": self.remember,
+            "offline": self.offline,
+            "crash": self.crash,
+            "forget": self.forget,
+            "correct": self.correct,
+            "concurrent": self.concurrent,
+            "stale": self.stale,
+        }
+
+
+def action_set(rates: Rates) -> list[Action]:
+    """The run's actions with their rates; ``sync`` takes the rest of each step."""
+    named: dict[str, Perform] = {
+        "remember": remember,
+        "offline": toggle_network,
+        "crash": crash,
+        "forget": forget,
+        "correct": correct,
+        "concurrent": concurrent_edit,
+        "stale": stale_edit,
+    }
+    given = rates.as_dict()
+    actions = [Action(name, given[name], perform) for name, perform in named.items()]
+    rest = max(0.0, 1.0 - sum(given.values()))
+    return [*actions, Action("sync", rest, sync)]
+
+
+def choose(actions: Sequence[Action], rng: random.Random) -> Action:
+    """One action, each with probability ``rate`` (their rates sum to 1)."""
+    draw = rng.random() * sum(a.rate for a in actions)
+    for action in actions:
+        draw -= action.rate
+        if draw < 0:
+            return action
+    return actions[-1]

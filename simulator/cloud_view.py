@@ -1,0 +1,102 @@
+"""The cloud's view of a space, read through the operator handle for the checks.
+
+Invariants: reads only (the record store through its engine and sessions, content
+opened with the cloud's own vault exactly as the cloud would open it); a version whose
+key is forgotten or destroyed reads as ``None``, never as an error.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+
+from sqlalchemy import select
+
+from cloud.service import CloudService
+from cloud.store import schema as t
+from protocol.model import LifecycleState, RecordContent
+from protocol.operations import Receipt
+
+FORGOTTEN = LifecycleState.FORGOTTEN.value
+
+
+@dataclass(frozen=True)
+class CloudRecord:
+    record_id: str
+    lifecycle: str
+    current_version: int
+    superseded_by: str | None
+    conflicts_with: tuple[str, ...]
+
+    @property
+    def forgotten(self) -> bool:
+        return self.lifecycle == FORGOTTEN
+
+
+class CloudView:
+    """Reads one cloud's stores for the simulator's checks."""
+
+    def __init__(self, operator: CloudService) -> None:
+        self.operator = operator
+
+    def records(self, space_id: str) -> dict[str, CloudRecord]:
+        c = t.records.c
+        with self.operator.store.engine.connect() as conn:
+            rows = conn.execute(
+                select(c.record_id, c.lifecycle, c.current_version, c.superseded_by, c.conflicts)
+                .where(c.space_id == space_id)
+                .order_by(c.record_id)
+            ).all()
+        return {
+            r[0]: CloudRecord(
+                r[0], r[1], int(r[2]), r[3], tuple(sorted(json.loads(r[4]))) if r[4] else ()
+            )
+            for r in rows
+        }
+
+    def version_texts(self, space_id: str, record_id: str) -> list[tuple[int, str | None]]:
+        """Every version of the record in server order, opened (None: key gone)."""
+        out: list[tuple[int, str | None]] = []
+        with self.operator.store.session(space_id) as s:
+            for row in s.versions(space_id, record_id):
+                content = self.operator.vault.open(
+                    s,
+                    space_id,
+                    "record",
+                    record_id,
+                    row.version,
+                    row.key_id,
+                    row.sealed_content,
+                    RecordContent,
+                )
+                out.append((row.version, None if content is None else content.text))
+        return out
+
+    def version_key_ids(self, space_id: str, record_id: str) -> list[str]:
+        with self.operator.store.session(space_id) as s:
+            return [row.key_id for row in s.versions(space_id, record_id)]
+
+    def receipt(self, space_id: str, op_id: str) -> Receipt | None:
+        with self.operator.store.session(space_id) as s:
+            raw = s.receipt(space_id, op_id)
+        return None if raw is None else Receipt.model_validate_json(raw)
+
+    def receipts(self, space_id: str) -> dict[str, Receipt]:
+        """Every receipt the cloud stored for the space, by op id."""
+        c = t.applied_ops.c
+        with self.operator.store.engine.connect() as conn:
+            rows = conn.execute(
+                select(c.op_id, c.receipt).where(c.space_id == space_id).order_by(c.op_id)
+            ).all()
+        return {r[0]: Receipt.model_validate_json(r[1]) for r in rows}
+
+    def pending_devices(self, space_id: str) -> dict[str, set[str]]:
+        """record id -> device ids the cloud still waits for (forgets with any pending)."""
+        out: dict[str, set[str]] = {}
+        for forget in self.operator.pending(space_id).forgets:
+            if forget.record_id is not None and forget.pending:
+                out.setdefault(forget.record_id, set()).update(p.device_id for p in forget.pending)
+        return out
+
+    def forgotten_record_ids(self, space_id: str) -> set[str]:
+        return {f.record_id for f in self.operator.pending(space_id).forgets if f.record_id}
