@@ -130,7 +130,7 @@ class Driver:
         Raises ``CrashPointNotReached`` when the sync finished first (it then counts as
         a completed sync)."""
         try:
-            killed = kill_during_sync(handle, point, clock=self.fleet.clock)
+            killed = kill_during_sync(handle, point)
         except CrashPointNotReached:
             self.trace.synced(device_key(handle), self.step)  # the sync completed
             invariants.harvest(self.fleet, self.trace, [handle])

@@ -17,12 +17,9 @@ import os
 import signal
 import subprocess
 import sys
-from collections.abc import Callable
 from dataclasses import dataclass
-from datetime import datetime
 from pathlib import Path
 
-from device.agent import DeviceAgent
 from device.faults import CRASH_ENV, CRASH_POINTS
 from simulator.errors import (
     CrashPointNotReached,
@@ -69,9 +66,7 @@ def sync_in_a_process(
     )
 
 
-def kill_during_sync(
-    handle: DeviceHandle, point: str, *, clock: Callable[[], datetime] | None = None
-) -> Killed:
+def kill_during_sync(handle: DeviceHandle, point: str) -> Killed:
     """Close ``handle``'s agent, run its sync in a process killed at ``point``, reopen.
 
     The device must be online (the subprocess reaches the cloud over plain HTTP). After
@@ -87,13 +82,11 @@ def kill_during_sync(
             "it online (nothing was changed)"
         )
     directory = handle.agent.directory
-    handle.agent.close()
+    handle.close()
     try:
         done = sync_in_a_process(directory, handle.passphrase, point)
     finally:
-        handle.agent = DeviceAgent.open(
-            directory, handle.passphrase, transport=handle.transport, clock=clock
-        )
+        handle.reopen()  # the same files, transport and clock
     who = f"{handle.user.name}/{handle.name}"
     if done.returncode == 0:
         raise CrashPointNotReached(
