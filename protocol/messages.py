@@ -10,7 +10,7 @@ from collections.abc import Mapping
 from enum import StrEnum
 from typing import Annotated, Any, Literal
 
-from pydantic import Field, TypeAdapter
+from pydantic import Field, SerializerFunctionWrapHandler, TypeAdapter, model_serializer
 
 from protocol.confidence import ConfidenceClass
 from protocol.errors import UnsupportedProtocolVersion
@@ -32,6 +32,7 @@ from protocol.version import PROTOCOL_VERSION, SUPPORTED_VERSIONS, check_version
 from protocol.wire import B64Bytes, UtcDatetime, WireModel
 
 MAX_PULL_PAGE = 500
+MAX_PULL_WAIT = 25.0  # seconds a live pull may wait for the space to change
 MAX_REQUEST_BYTES = 4 * 1024 * 1024
 
 
@@ -215,8 +216,21 @@ CHANGE_ADAPTER: TypeAdapter[AnyChange] = TypeAdapter(Change)
 
 
 class PullRequest(Envelope):
+    """``wait`` > 0 makes a live pull: when nothing is after the cursor, the cloud holds
+    the request until the space changes or ``wait`` seconds pass, then answers as usual
+    (possibly an empty page). ``wait`` 0 (the default) is left out of the JSON, so a
+    plain pull is the same message as before live pulls existed."""
+
     cursor: str | None = None
     limit: Annotated[int, Field(ge=1, le=MAX_PULL_PAGE)] = 200
+    wait: Annotated[float, Field(ge=0, le=MAX_PULL_WAIT, allow_inf_nan=False)] = 0
+
+    @model_serializer(mode="wrap")
+    def _omit_no_wait(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
+        data: dict[str, Any] = handler(self)
+        if not self.wait:
+            data.pop("wait", None)
+        return data
 
 
 class PullResponse(Envelope):
