@@ -9,6 +9,10 @@ Invariants:
 - Every error leaves as an ``ErrorBody``; exceptions are mapped in one place.
 - Every route but health and enroll needs ``Authorization: Bearer <credential>``, and
   the credential alone decides the space.
+- A live pull (``wait`` > 0) with nothing after its cursor waits in the event loop
+  (``cloud.live``), holding no database connection and no worker thread, until the
+  space changes, ``wait`` passes, the client goes away or a newer pull by the same
+  device arrives; then it is answered like any pull (possibly an empty page).
 """
 
 from __future__ import annotations
@@ -23,10 +27,11 @@ from fastapi.responses import Response
 from pydantic import BaseModel, ValidationError
 from starlette.concurrency import run_in_threadpool
 from starlette.exceptions import HTTPException as StarletteHTTPException
+from starlette.types import Message
 
 from cloud.config import CloudConfig
 from cloud.errors import CloudError, MalformedRequest, RequestTooLarge, Unauthorized
-from cloud.service import CloudService
+from cloud.service import CloudService, decode_cursor
 from cloud.validation import describe
 from protocol.errors import MalformedCursor, UnsupportedProtocolVersion
 from protocol.messages import (
@@ -100,6 +105,14 @@ def _credential(request: Request) -> str:
     if scheme.lower() != "bearer" or not credential.strip():
         raise Unauthorized("the Authorization header must be 'Bearer <credential>'")
     return credential.strip()
+
+
+async def _disconnected(request: Request) -> None:
+    """Return when the client has gone away (the body is already read)."""
+    while True:
+        message: Message = await request.receive()
+        if message["type"] == "http.disconnect":
+            return
 
 
 def create_app(config: CloudConfig) -> FastAPI:
@@ -177,6 +190,16 @@ def create_app(config: CloudConfig) -> FastAPI:
     async def pull(request: Request) -> Response:
         space_id, device_id = await who(request)
         req = _parse(PullRequest, await _read_object(request, max_bytes))
+        service.live.supersede(space_id, device_id)  # a device waits in one pull at a time
+        if req.wait > 0:
+            after = decode_cursor(req.cursor)
+
+            async def position() -> int:
+                return await call(service.last_seq, space_id)
+
+            await service.live.wait(
+                space_id, device_id, after, req.wait, position, _disconnected(request)
+            )
         return _json(await call(service.pull, space_id, device_id, req))
 
     @app.post("/v1/recall")
