@@ -43,8 +43,16 @@ class CloudClient:
         self._http.close()
 
     def post(
-        self, path: str, body: BaseModel, response_model: type[ResponseT], *, auth: bool = True
+        self,
+        path: str,
+        body: BaseModel,
+        response_model: type[ResponseT],
+        *,
+        auth: bool = True,
+        timeout: float | None = None,
     ) -> ResponseT:
+        """``timeout`` (seconds) replaces the client's for this request (a live pull must
+        wait longer than the cloud may hold it)."""
         headers = {"content-type": "application/json"}
         if auth:
             if self.credential is None:
@@ -53,7 +61,12 @@ class CloudClient:
                 )
             headers["authorization"] = f"Bearer {self.credential}"
         try:
-            response = self._http.post(path, content=body.model_dump_json(), headers=headers)
+            response = self._http.post(
+                path,
+                content=body.model_dump_json(),
+                headers=headers,
+                timeout=self._http.timeout if timeout is None else timeout,
+            )
         except httpx.TransportError as exc:
             raise Offline(
                 f"cannot reach the cloud at {self.base_url} (POST {path}): "
