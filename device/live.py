@@ -30,7 +30,7 @@ from enum import StrEnum
 
 from device.client import CloudClient
 from device.db import Database
-from device.errors import DeviceError, DeviceRevoked, Offline
+from device.errors import DeviceError, DeviceRevoked, InvalidOperation, Offline
 from device.store import get_meta
 from device.views import SyncReport
 from protocol.messages import MAX_PULL_WAIT, PullRequest, PullResponse
@@ -42,6 +42,7 @@ TIMEOUT_MARGIN = 10.0  # seconds the HTTP timeout adds to ``wait``
 CANCEL_TIMEOUT = 2.0  # seconds ``stop`` gives the pull that ends the live one
 JOIN_TIMEOUT = 5.0
 CANCEL_ATTEMPTS = 3  # the live pull may reach the cloud just after the one that ends it
+NOTHING_NEW = "nothing new"
 BACKOFF = (0.5, 1.0, 2.0, 4.0, 8.0, 16.0, 30.0)  # seconds after each failure in a row
 
 # waits up to ``seconds``; returns early once the event is set (``stop``)
@@ -101,7 +102,10 @@ class LiveSync:
         sleeper: Sleeper | None = None,
     ) -> None:
         if not 0 < wait <= MAX_PULL_WAIT:
-            raise ValueError(f"live wait {wait!r} must be above 0 and at most {MAX_PULL_WAIT} s")
+            raise InvalidOperation(
+                f"live wait {wait!r} must be above 0 and at most {MAX_PULL_WAIT:g} seconds; "
+                "live sync was not started"
+            )
         self.wait = wait
         self._sync = sync
         self._wait_for_change = wait_for_change
@@ -241,4 +245,4 @@ def _describe(report: SyncReport) -> str:
         parts.append("shredded " + ", ".join(report.shredded))
     if report.acked:
         parts.append(f"acknowledged {len(report.acked)} key destruction(s)")
-    return "; ".join(parts) or "nothing new"
+    return "; ".join(parts) or NOTHING_NEW

@@ -29,6 +29,7 @@ pytestmark = pytest.mark.e2e
 DEADLINE = 10.0  # seconds: generous; the one-second figure is measured by the bench
 WAIT = 20.0  # the live pull's wait: longer than the idle stretch below
 IDLE = 1.5  # seconds of quiet in which a polling loop would show many requests
+EACH = 25  # records each of two users writes while both devices are live
 SECRET = "My locker code at the gym is 4711."
 KEPT = "I drink tea every morning."
 
@@ -216,3 +217,115 @@ def test_a_device_that_was_offline_catches_up_when_it_comes_back(
         kinds = [e.kind for e in laptop.events]
         assert kinds[0] is LiveEventKind.OFFLINE and pauses[0] == 0.5
         assert laptop.agent.data_keys_for(record) == []
+
+
+def test_the_users_own_calls_and_the_live_loop_share_the_database_safely(
+    tmp_path: Path, make_devices: Callable[[list[RunningCloud]], list[LiveDevice]]
+) -> None:
+    """Both users write while the live threads push and pull on the same SQLCipher
+    connections (the laptop applies the phone's records while its user writes): every
+    op arrives everywhere and no step fails."""
+    with RunningCloud.sqlite(tmp_path / "cloud") as cloud:
+        phone, laptop, _tablet = make_devices([cloud])
+        watch = Watch()
+        made: dict[str, list[str | None]] = {"phone": [], "laptop": []}
+        errors: list[BaseException] = []
+
+        def write(device: LiveDevice) -> None:
+            try:
+                _write(device)
+            except BaseException as exc:
+                errors.append(exc)
+                raise
+
+        def _write(device: LiveDevice) -> None:
+            for n in range(EACH):
+                sentence = f"The {device.name} keeps bicycle number {n} in the shed."
+                device.agent.say(sentence, f"c{n}")
+                made[device.name].append(device.agent.remember(sentence, f"c{n}").record_id)
+                device.agent.what_do_you_know()
+
+        with (
+            phone.agent.live(wait=WAIT, on_event=watch.listener(phone)),
+            laptop.agent.live(wait=WAIT, on_event=watch.listener(laptop)),
+        ):
+            other = threading.Thread(target=write, args=(phone,))
+            other.start()
+            write(laptop)
+            other.join()
+            assert not errors, errors
+            every = [r for records in made.values() for r in records if r is not None]
+            assert len(every) == 2 * EACH
+            for device in (phone, laptop):
+                watch.until(lambda d=device: all(_holds(d, r) for r in every), "all arrive")
+                watch.until(lambda d=device: d.agent.pending_ops() == 0, "the queue empties")
+        for device in (phone, laptop):
+            failed = [e for e in device.events if e.kind is LiveEventKind.REFUSED]
+            assert not failed, failed
+
+
+def test_the_live_command_prints_what_it_applies(
+    tmp_path: Path,
+    make_devices: Callable[[list[RunningCloud]], list[LiveDevice]],
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    from device.cli import main
+
+    with RunningCloud.sqlite(tmp_path / "cloud") as cloud:
+        phone, laptop, _tablet = make_devices([cloud])
+        phone.agent.say(SECRET, "gym")
+        record = phone.agent.remember(SECRET, "gym").record_id
+        phone.agent.sync()
+        laptop.agent.close()  # the command opens the laptop's database itself
+        monkeypatch.setenv("MEMSYNC_PASSPHRASE", laptop.passphrase)
+        directory = str(laptop.agent.directory)
+        assert main(["device", "live", "--dir", directory, "--seconds", "1", "--wait", "5"]) == 0
+        out = capsys.readouterr().out
+        assert "synced: applied" in out and "stopped: live sync stopped" in out
+        assert main(["device", "live", "--dir", directory, "--seconds", "1", "--wait", "30"]) == 2
+        assert "at most 25 seconds" in capsys.readouterr().err
+        reopened = DeviceAgent.open(laptop.agent.directory, laptop.passphrase)
+        try:
+            assert any(v.record_id == record for v in reopened.what_do_you_know())
+        finally:
+            reopened.close()
+
+
+def test_the_live_pull_route(tmp_path: Path) -> None:
+    """Over HTTP: a quiet space answers an empty page at the same cursor when the wait
+    ends; bad input is refused before any waiting, naming the field or the cursor."""
+    import httpx
+    from nacl.public import PrivateKey
+
+    from protocol.messages import EnrollRequest
+
+    with RunningCloud.sqlite(tmp_path / "cloud") as cloud:
+        _space, code = cloud.operator.add_user("ada")
+        enrolled = cloud.operator.enroll(
+            EnrollRequest(
+                code=code, device_name="probe", public_key=bytes(PrivateKey.generate().public_key)
+            )
+        )
+        headers = {"authorization": f"Bearer {enrolled.credential}"}
+        with httpx.Client(base_url=cloud.url, headers=headers, timeout=DEADLINE) as http:
+            first = http.post("/v1/pull", json={"protocol_version": 1}).json()
+            quiet = http.post(
+                "/v1/pull", json={"protocol_version": 1, "cursor": first["cursor"], "wait": 0.2}
+            )
+            assert quiet.status_code == 200
+            assert quiet.json() == {
+                "protocol_version": 1,
+                "changes": [],
+                "cursor": first["cursor"],
+                "has_more": False,
+            }
+            too_long = http.post("/v1/pull", json={"protocol_version": 1, "wait": 60})
+            assert too_long.status_code == 400
+            assert too_long.json()["code"] == "malformed_request"
+            assert "wait" in too_long.json()["message"]
+            bad_cursor = http.post(
+                "/v1/pull", json={"protocol_version": 1, "cursor": "not-ours", "wait": 20}
+            )
+            assert bad_cursor.status_code == 400
+            assert bad_cursor.json()["code"] == "malformed_cursor"
