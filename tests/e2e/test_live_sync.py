@@ -13,6 +13,7 @@ from collections.abc import Callable, Iterator
 from contextlib import ExitStack
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -72,7 +73,8 @@ def _parked(clouds: list[RunningCloud]) -> int:
     total = 0
     for cloud in clouds:
         assert cloud._server is not None
-        total += cloud._server.config.app.state.service.live.waiting
+        app: Any = cloud._server.config.app
+        total += app.state.service.live.waiting
     return total
 
 
@@ -257,8 +259,11 @@ def test_the_users_own_calls_and_the_live_loop_share_the_database_safely(
             every = [r for records in made.values() for r in records if r is not None]
             assert len(every) == 2 * EACH
             for device in (phone, laptop):
-                watch.until(lambda d=device: all(_holds(d, r) for r in every), "all arrive")
-                watch.until(lambda d=device: d.agent.pending_ops() == 0, "the queue empties")
+
+                def settled(d: LiveDevice = device) -> bool:
+                    return d.agent.pending_ops() == 0 and all(_holds(d, r) for r in every)
+
+                watch.until(settled, "every record arrives and every queue empties")
         for device in (phone, laptop):
             failed = [e for e in device.events if e.kind is LiveEventKind.REFUSED]
             assert not failed, failed
