@@ -43,6 +43,7 @@ log = logging.getLogger("memsync.cloud.live")
 
 CHANNEL = CHANGES_CHANNEL
 LISTENER_KEEPALIVE = 30.0  # seconds of silence after which the listener checks its link
+CONNECT_TIMEOUT = 5  # seconds for the listener's connection attempt
 RECONNECT_BACKOFF = (0.1, 0.5, 1.0, 2.0, 5.0)  # seconds, then the last one again
 
 Clock = Callable[[], float]
@@ -282,7 +283,9 @@ class PgListener:
         failures = 0
         while not self._stopping.is_set():
             try:
-                with psycopg.connect(self._conninfo, autocommit=True) as conn:
+                with psycopg.connect(
+                    self._conninfo, autocommit=True, connect_timeout=CONNECT_TIMEOUT
+                ) as conn:
                     conn.execute(f"LISTEN {CHANNEL}")
                     self.backend_pid = conn.info.backend_pid
                     self.connections += 1
@@ -290,7 +293,7 @@ class PgListener:
                     failures = 0
                     self._on_connect()
                     self._listen(conn)
-            except psycopg.Error as exc:
+            except (psycopg.Error, OSError) as exc:
                 if self._stopping.is_set():
                     break
                 pause = RECONNECT_BACKOFF[min(failures, len(RECONNECT_BACKOFF) - 1)]
