@@ -11,6 +11,8 @@ from typing import Any
 
 import psycopg
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from cloud.config import CloudConfig
 from cloud.live import CHANNEL, ChangeNotifier, WaitOutcome, libpq_url
@@ -455,3 +457,47 @@ def test_a_change_notice_drops_forgotten_vectors_without_opening_new_ones(
     finally:
         a.close()
         b.close()
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    spurious=st.integers(min_value=0, max_value=3),
+    other_spaces=st.integers(min_value=0, max_value=3),
+    commit_from_thread=st.booleans(),
+)
+def test_whatever_wakes_it_first_a_waiter_ends_exactly_when_its_feed_moves(
+    spurious: int, other_spaces: int, commit_from_thread: bool
+) -> None:
+    """Rule: a waiter returns ``changed`` once its own space's feed moves, however many
+    wake-ups (its space unchanged, other spaces) come first, and the commit may land
+    right after any of its reads."""
+    notifier, feed = ChangeNotifier(), Feed()
+    commit_after_read = spurious + 1
+
+    async def position() -> int:
+        seen = await feed.position()
+        if feed.reads == commit_after_read:
+            feed.seq = 1  # committed just after this read: only the wake-up can tell
+            if commit_from_thread:
+                await asyncio.to_thread(notifier.changed, SPACE)
+            else:
+                notifier.changed(SPACE)
+        return seen
+
+    async def scenario() -> WaitOutcome:
+        waiting = asyncio.create_task(notifier.wait(SPACE, "dev_a", 0, DEADLINE, position))
+        for _ in range(other_spaces):
+            while notifier.waiting == 0:
+                await asyncio.sleep(0)
+            notifier.changed(OTHER)
+        reads = 0
+        for _ in range(spurious):  # wake-ups while the feed has not moved
+            while feed.reads == reads:
+                await asyncio.sleep(0)
+            reads = feed.reads
+            notifier.changed(SPACE)
+        return await waiting
+
+    assert run(scenario()) is WaitOutcome.CHANGED
+    assert feed.reads == commit_after_read + 1
+    assert notifier.waiting == 0
