@@ -28,6 +28,7 @@ import device.db
 from bench import consolidation as consolidation_bench
 from bench import detector as detector_bench
 from bench import embedding as embedding_bench
+from bench import live as live_bench
 from bench import retrieval as retrieval_bench
 from device.agent import DeviceAgent
 from protocol.ids import make_id
@@ -215,6 +216,7 @@ def run(
         raw_stdlib = bench_raw_writes(n_device, root / "raw-stdlib.db", sqlite3, key=False)
         push = bench_push(n_push, root / "push")
         consolidation = consolidation_bench.measure(n_consolidate, root / "consolidation")
+        live = live_bench.measure(root / "live", smoke)
     figures = {
         "device_pairs_per_s_sqlcipher": ours_cipher,
         "device_pairs_per_s_sqlcipher_model_stubbed": ours_no_model,
@@ -260,6 +262,7 @@ def run(
         "retrieval_latency": latency,
         "embedding": embedding,
         "detector": detector,
+        "live_sync": live,
     }
 
 
@@ -328,7 +331,11 @@ def main() -> None:
     RESULTS.write_text(json.dumps(result, indent=2) + "\n")
     console = Console()
     console.print(render(result))
-    for table in [*render_retrieval(result), *detector_bench.render(result["detector"])]:
+    for table in [
+        *render_retrieval(result),
+        *detector_bench.render(result["detector"]),
+        live_bench.render(result["live_sync"]),
+    ]:
         console.print(table)
     print(f"wrote {RESULTS}")
 

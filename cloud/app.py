@@ -16,6 +16,10 @@ Invariants:
   the credential alone decides the space. A revoked device's credential is refused
   everywhere (401 ``device_revoked``) except ``/v1/wiped``, where it only confirms
   the device's wipe.
+- A live pull (``wait`` > 0) with nothing after its cursor waits in the event loop
+  (``cloud.live``), holding no database connection and no worker thread, until the
+  space changes, ``wait`` passes, the client goes away or a newer pull by the same
+  device arrives; then it is answered like any pull (possibly an empty page).
 """
 
 from __future__ import annotations
@@ -30,10 +34,11 @@ from fastapi.responses import Response
 from pydantic import BaseModel, ValidationError
 from starlette.concurrency import run_in_threadpool
 from starlette.exceptions import HTTPException as StarletteHTTPException
+from starlette.types import Message
 
 from cloud.config import CloudConfig
 from cloud.errors import CloudError, MalformedRequest, RequestTooLarge, Unauthorized
-from cloud.service import CloudService
+from cloud.service import CloudService, decode_cursor
 from cloud.validation import describe
 from protocol.errors import FieldNotInVersion, MalformedCursor, UnsupportedProtocolVersion
 from protocol.messages import (
@@ -125,6 +130,14 @@ def _credential(request: Request) -> str:
     return credential.strip()
 
 
+async def _disconnected(request: Request) -> None:
+    """Return when the client has gone away (the body is already read)."""
+    while True:
+        message: Message = await request.receive()
+        if message["type"] == "http.disconnect":
+            return
+
+
 def create_app(config: CloudConfig) -> FastAPI:
     """The FastAPI app over a fresh ``CloudService`` (closed when the app shuts down)."""
     service = CloudService(config)
@@ -211,8 +224,16 @@ def create_app(config: CloudConfig) -> FastAPI:
     async def pull(request: Request) -> Response:
         space_id, device_id = await who(request)
         req = _parse(PullRequest, await read(request))
-        # Live-pull hook: ``req.wait`` (protocol 2 on; always 0 in a version-1 request)
-        # reaches ``service.pull``, which answers at once until it learns to wait.
+        service.live.supersede(space_id, device_id)  # a device waits in one pull at a time
+        if req.wait > 0:
+            after = decode_cursor(req.cursor)
+
+            async def position() -> int:
+                return await call(service.last_seq, space_id)
+
+            await service.live.wait(
+                space_id, device_id, after, req.wait, position, _disconnected(request)
+            )
         return answer(request, await call(service.pull, space_id, device_id, req))
 
     @app.post("/v1/recall")

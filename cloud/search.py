@@ -22,6 +22,11 @@ Invariants:
   transaction), so a query never reads a matrix that misses a change. A refresh opens
   only the vectors it does not hold yet; ``prune`` drops a space's forgotten vectors
   from memory right after the push that forgot them.
+- Several processes may serve one store, so this cache must not keep what another
+  process forgot: ``drop_unindexed`` runs on every change notification
+  (``cloud.live``, PostgreSQL NOTIFY across processes) and drops from memory every
+  cached vector the space no longer indexes, opening nothing new. The cache is then
+  marked incomplete (it keeps its old generation), so the next query refreshes it.
 """
 
 from __future__ import annotations
@@ -60,11 +65,12 @@ def blinded_terms(content: RecordContent, key: bytes) -> tuple[str, ...]:
 class _Vectors:
     """One space's unsealed vectors at one generation."""
 
-    generation: int
+    generation: int  # complete as of this generation
     model_id: str
     ids: tuple[str, ...]
     packed: dict[tuple[str, int], bytes]  # (record id, version) -> vectors.pack()
     matrix: vectors.Packed
+    listed: int = -1  # the generation ``drop_unindexed`` last checked it against
 
 
 class SearchIndex:
@@ -80,6 +86,9 @@ class SearchIndex:
         # space -> (model id, last seq) at which a catch-up left nothing stale: every
         # version change takes a seq, so while the seq stays the index cannot fall behind
         self._caught_up: dict[str, tuple[str, int]] = {}
+        # called whenever vectors are cached: the service starts listening for changes
+        self.on_cache: Callable[[], None] = lambda: None
+        self._heard = 0  # change notifications heard (a cache built meanwhile re-checks)
 
     def embedder(self) -> Embedder:
         return self._embedder()
@@ -210,6 +219,7 @@ class SearchIndex:
         model_id = self.embedder().model_id
         with self._lock:
             cached = self._cache.get(space_id)
+            heard = self._heard
         with self._store.session(space_id) as s:
             generation = s.search_generation(space_id)
             same_model = cached is not None and cached.model_id == model_id
@@ -240,6 +250,10 @@ class SearchIndex:
             current = self._cache.get(space_id)
             if current is None or current.generation <= generation:
                 self._cache[space_id] = built
+            missed = self._heard != heard
+        self.on_cache()
+        if missed:  # a change was heard while this was read: it may have forgotten some
+            self.drop_unindexed(space_id)
         return built
 
     def prune(self, space_id: str) -> None:
@@ -253,6 +267,40 @@ class SearchIndex:
             if s.search_generation(space_id) == cached.generation:
                 return
         self._vectors(space_id)  # re-lists the space: what is no longer indexed is dropped
+
+    def drop_unindexed(self, space_id: str | None) -> None:
+        """A change notification for ``space_id`` (None: any space may have changed):
+        drop the cached vectors the space no longer indexes (forgotten, perhaps by
+        another process), without opening new ones."""
+        with self._lock:
+            self._heard += 1
+        if space_id is None:
+            with self._lock:
+                spaces = list(self._cache)
+            for each in spaces:
+                self.drop_unindexed(each)
+            return
+        with self._lock:
+            cached = self._cache.get(space_id)
+        if cached is None:
+            return
+        with self._store.session(space_id) as s:
+            generation = s.search_generation(space_id)
+            if generation in (cached.generation, cached.listed):
+                return
+            listing = set(s.vector_listing(space_id, cached.model_id))
+        order = [item for item in cached.packed if item in listing]
+        pruned = _Vectors(
+            cached.generation,  # still what it was complete at: a query refreshes it
+            cached.model_id,
+            tuple(record_id for record_id, _ in order),
+            {item: cached.packed[item] for item in order},
+            vectors.stack([cached.packed[item] for item in order], DIM),
+            listed=generation,
+        )
+        with self._lock:
+            if self._cache.get(space_id) is cached:  # else a refresh replaced it meanwhile
+                self._cache[space_id] = pruned
 
     def evict(self, space_id: str | None = None) -> None:
         """Drop the cached vectors of one space (or of all)."""

@@ -28,6 +28,10 @@ Invariants:
 - The consolidator's ops (``apply_system``) take exactly the push path (same space
   lock, ``decide``, effects, receipts keyed by op id, key destruction afterwards) on
   behalf of no device: they make no holdings, and their receipts name ``SYSTEM_ACTOR``.
+- A push or ``apply_system`` that moved the space's change feed tells ``cloud.live``:
+  on PostgreSQL a NOTIFY inside its transaction (delivered on commit to every process),
+  and ``live.changed`` in this process right after the commit. Live pulls wait there;
+  the vector cache drops what the space no longer indexes on every such change.
 """
 
 from __future__ import annotations
@@ -62,11 +66,13 @@ from cloud.errors import (
 )
 from cloud.facts import FactsReader
 from cloud.keystore import SqliteKeyStore, open_key_store
+from cloud.live import ChangeNotifier
 from cloud.retrieval import CloudRetrieval
 from cloud.search import SearchIndex
 from cloud.status import AsOf, RecordState, as_of, record_state
 from cloud.store import SqlStore, open_store
 from cloud.store.base import CompactionReport, StoreSession
+from cloud.store.sql import SqlSession
 from cloud.validation import describe
 from cloud.vault import Vault
 from protocol.ids import is_id, make_id
@@ -173,6 +179,10 @@ class CloudService:
         self._checkpoint_owed = False
         self.search = SearchIndex(self.store, self.vault, config.embedder or default_embedder)
         self.retrieval = CloudRetrieval(self.store, self.vault, self.search)
+        postgres = self.store.dialect == "postgresql"
+        self.live = ChangeNotifier(listen_url=config.store_url if postgres else None)
+        self.live.on_change(self.search.drop_unindexed)
+        self.search.on_cache = self.live.ensure_listening
         self.ensure_destroyed()
 
     @property
@@ -180,6 +190,7 @@ class CloudService:
         return self.key_store.path
 
     def close(self) -> None:
+        self.live.close()
         self.search.evict()
         self.key_store.close()
         self.store.close()
@@ -344,12 +355,16 @@ class CloudService:
             if unacked:
                 raise PullRequired(device_id, unacked)
             vault = self.vault.for_push()  # this push's keys and DEKs, dropped with it
+            first = s.last_seq(space_id)
             receipts = [
                 self._apply(s, vault, space_id, device_id, index, raw, now)
                 for index, raw in enumerate(req.ops)
             ]
             s.touch_device(space_id, device_id, now)
             vault.write_keys()  # the keys are stored before the records naming them commit
+            moved = self._announce(s, space_id, first)
+        if moved:
+            self.live.changed(space_id)  # wake this process's live pulls at once
         # committed: now destroy the keys of anything forgotten (and of earlier crashes),
         # and drop forgotten vectors from this process's cache
         self.ensure_destroyed()
@@ -376,6 +391,7 @@ class CloudService:
             if not s.space_exists(space_id):
                 raise NotFound(f"space {space_id} does not exist")
             vault = self.vault.for_push()
+            first = s.last_seq(space_id)
             planned = ops(s) if callable(ops) else ops
             receipts = [
                 self._apply(s, vault, space_id, None, index, op.model_dump(mode="json"), now)
@@ -384,9 +400,21 @@ class CloudService:
             if then is not None:
                 then(s, receipts)
             vault.write_keys()
+            moved = self._announce(s, space_id, first)
+        if moved:
+            self.live.changed(space_id)
         self.ensure_destroyed()
         self.search.prune(space_id)
         return receipts
+
+    @staticmethod
+    def _announce(s: SqlSession, space_id: str, first: int) -> bool:
+        """Inside the transaction: did it move the space's change feed past ``first``?
+        If so, NOTIFY the other processes (PostgreSQL; delivered only on commit)."""
+        moved = s.last_seq(space_id) != first
+        if moved:
+            s.notify_changed(space_id)
+        return moved
 
     def _apply(
         self,
@@ -458,6 +486,11 @@ class CloudService:
         return finished
 
     # --- pull, ack, pending ---------------------------------------------------------
+
+    def last_seq(self, space_id: str) -> int:
+        """Where the space's change feed is now (a live pull waits for it to move)."""
+        with self.store.session() as s:
+            return s.last_seq(space_id)
 
     def pull(self, space_id: str, device_id: str, req: PullRequest) -> PullResponse:
         after = decode_cursor(req.cursor)

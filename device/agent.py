@@ -16,11 +16,15 @@ Invariants:
   time and randomness come from the injected ``clock`` and ``random_bytes``.
 - ``protocol_versions`` pins the protocol versions the device speaks (default: every
   version this code speaks), e.g. ``(1, 1)`` to act as an old device.
+- Live sync (``start_live``/``stop_live``/``live``, ``device.live``) runs in background
+  threads: syncs are serialised by the agent's sync lock, every statement and
+  transaction by the database's own lock; each queued op signals the live loop.
 """
 
 from __future__ import annotations
 
 import secrets
+import threading
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from datetime import UTC, datetime, timedelta
@@ -38,6 +42,7 @@ from device.errors import (
     AlreadyEnrolled,
     DeviceRevoked,
     InvalidOperation,
+    NeedsNewerProtocol,
     NoCloud,
     NotEnrolled,
     Offline,
@@ -47,6 +52,8 @@ from device.errors import (
     TemporaryMode,
 )
 from device.facts import episode_facts_of
+from device.live import DEFAULT_WAIT, LiveEvent, LiveSync, Sleeper, end_waiting_pull
+from device.live import wait_for_change as wait_for_live_change
 from device.local import apply_local
 from device.migrations import migrate
 from device.retrieval import Recall
@@ -163,6 +170,8 @@ class DeviceAgent:
         self._random = random_bytes or secrets.token_bytes
         self._client: CloudClient | None = None
         self._temporary = False
+        self._sync_lock = threading.RLock()
+        self._live: LiveSync | None = None
 
     # --- lifecycle -------------------------------------------------------------------
 
@@ -251,6 +260,7 @@ class DeviceAgent:
         return agent
 
     def close(self) -> None:
+        self.stop_live()
         if self._client is not None:
             self._client.close()
             self._client = None
@@ -432,7 +442,9 @@ class DeviceAgent:
         """Apply a ready-made operation locally and queue it (the API methods build theirs
         and come through here). Raises ``Refused`` with the refusal receipt."""
         self._writable(f"operation {op.kind} {op.op_id}")
-        return apply_local(self._db, op, now=self._now_dt(), random_bytes=self._random)
+        result = apply_local(self._db, op, now=self._now_dt(), random_bytes=self._random)
+        self._queued()
+        return result
 
     def _build(self, kind: str, item_id: str, build: Callable[[], AnyOperation]) -> AnyOperation:
         try:
@@ -517,11 +529,13 @@ class DeviceAgent:
             build=self._build,
         )
         try:
-            return run(writer)
+            result = run(writer)
         except ValidationError as exc:
             raise _invalid(what, "", exc) from exc
         except ValueError as exc:
             raise InvalidOperation(f"{what} refused, nothing was changed: {exc}") from exc
+        self._queued()
+        return result
 
     def _sources(self, record_id: str, text: str, conversation_id: str) -> list[str]:
         """The conversation's episodes holding the sentence (else all, so ``decide``
@@ -954,8 +968,75 @@ class DeviceAgent:
             raise NotEnrolled(
                 f"device {meta.device_name!r} is not enrolled; enroll it with a code first"
             )
-        with self._revocable():
+        with self._sync_lock, self._revocable():
             return SyncSession(self._db, self._cloud(), self._now).run()
+
+    # --- live sync -------------------------------------------------------------------
+
+    def start_live(
+        self,
+        *,
+        wait: float = DEFAULT_WAIT,
+        on_event: Callable[[LiveEvent], None] | None = None,
+        sleeper: Sleeper | None = None,
+    ) -> LiveSync:
+        """Sync now, then keep syncing in the background whenever the cloud says the
+        space changed (live pulls of ``wait`` seconds) or an op is queued here."""
+        meta = store.get_meta(self._db)
+        if meta.credential is None:
+            raise NotEnrolled(
+                f"device {meta.device_name!r} is not enrolled; enroll it before live sync"
+            )
+        if self._live is not None and self._live.running:
+            raise InvalidOperation(f"device {meta.device_name!r} is already in live sync")
+        client = self._cloud()  # made here, once: the live threads share it
+
+        def wait_for_change(seconds: float) -> bool:
+            with self._revocable():
+                try:
+                    return wait_for_live_change(self._db, client, seconds)
+                except NeedsNewerProtocol:
+                    return True  # the cloud just stepped this device down to version 1
+
+        live = LiveSync(
+            sync=self.sync,
+            wait_for_change=wait_for_change,
+            end_wait=lambda: end_waiting_pull(self._db, client),
+            wait=wait,
+            can_wait=lambda: client.live_pull,
+            on_event=on_event,
+            sleeper=sleeper,
+        )
+        self._live = live
+        live.start()
+        return live
+
+    def stop_live(self) -> None:
+        """Stop live sync (no-op when it is not running)."""
+        live, self._live = self._live, None
+        if live is not None:
+            live.stop()
+
+    @contextmanager
+    def live(
+        self,
+        *,
+        wait: float = DEFAULT_WAIT,
+        on_event: Callable[[LiveEvent], None] | None = None,
+        sleeper: Sleeper | None = None,
+    ) -> Iterator[LiveSync]:
+        """Live sync for the duration of a ``with`` block."""
+        started = self.start_live(wait=wait, on_event=on_event, sleeper=sleeper)
+        try:
+            yield started
+        finally:
+            self.stop_live()
+
+    def _queued(self) -> None:
+        """A local op was applied (and maybe queued): a live loop pushes it at once."""
+        live = self._live
+        if live is not None:
+            live.queued()
 
     @contextmanager
     def _revocable(self) -> Iterator[None]:

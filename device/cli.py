@@ -17,6 +17,7 @@ import getpass
 import json
 import os
 import sys
+import threading
 from collections.abc import Callable, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
@@ -24,9 +25,11 @@ from typing import Any
 
 from device.agent import DeviceAgent
 from device.errors import DeviceError
+from device.live import DEFAULT_WAIT, NOTHING_NEW, LiveEvent, LiveEventKind
 from device.views import LocalResult, RecallHit, RecordView
 from device.writing import EXTERNAL_MEDIA
 from protocol.errors import ProtocolError
+from protocol.messages import MAX_PULL_WAIT
 from protocol.model import ContentType, LifeArea, Sensitivity, TimeKind
 from protocol.operations import EffectKind
 
@@ -450,6 +453,35 @@ def _sync(args: argparse.Namespace) -> int:
     return 0
 
 
+def _live(args: argparse.Namespace) -> int:
+    """Live sync until ``--seconds`` pass or Ctrl-C, printing what each sync applied."""
+    ended = threading.Event()
+    why: list[str] = []
+
+    def show(event: LiveEvent) -> None:
+        if event.kind is LiveEventKind.STOPPED:
+            why.append(event.message)
+            ended.set()
+        if args.json:
+            report = dataclasses.asdict(event.report) if event.report is not None else None
+            line = {"kind": event.kind.value, "message": event.message, "report": report}
+            print(json.dumps(line, default=str), flush=True)
+        elif event.kind is not LiveEventKind.SYNCED or event.message != NOTHING_NEW:
+            print(f"{event.kind.value}: {event.message}", flush=True)
+
+    with _open(args) as agent:
+        agent.start_live(wait=args.wait, on_event=show)
+        try:
+            stopped_by_itself = ended.wait(args.seconds)  # None: until Ctrl-C
+        except KeyboardInterrupt:
+            stopped_by_itself = False
+        finally:
+            agent.stop_live()
+    if stopped_by_itself:
+        raise CliError(why[0] if why else "live sync stopped")
+    return 0
+
+
 def _guard(handler: Handler) -> Handler:
     def run(args: argparse.Namespace) -> int:
         try:
@@ -599,6 +631,14 @@ def register(subparsers: Any) -> argparse.ArgumentParser:
     state.add_argument("--open", dest="open", action="store_true")
     state.add_argument("--close", dest="open", action="store_false")
     command("sync", _sync, "push the queue, pull changes, acknowledge key destruction")
+    p = command("live", _live, "stay online: apply changes as the cloud makes them (Ctrl-C ends)")
+    p.add_argument("--seconds", type=float, default=None, help="stop after this long")
+    p.add_argument(
+        "--wait",
+        type=float,
+        default=DEFAULT_WAIT,
+        help=f"seconds the cloud may hold each live pull (at most {MAX_PULL_WAIT:g})",
+    )
     return device
 
 

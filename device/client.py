@@ -74,8 +74,16 @@ class CloudClient:
         self._http.close()
 
     def post(
-        self, path: str, body: BaseModel, response_model: type[ResponseT], *, auth: bool = True
+        self,
+        path: str,
+        body: BaseModel,
+        response_model: type[ResponseT],
+        *,
+        auth: bool = True,
+        timeout: float | None = None,
     ) -> ResponseT:
+        """``timeout`` (seconds) replaces the client's for this request (a live pull must
+        wait longer than the cloud may hold it)."""
         headers = {"content-type": "application/json"}
         if auth:
             if self.credential is None:
@@ -83,13 +91,15 @@ class CloudClient:
                     f"POST {path} needs a device credential; enroll this device first"
                 )
             headers["authorization"] = f"Bearer {self.credential}"
-        response = self._send(path, body, headers)
+        response = self._send(path, body, headers, timeout)
         refusal = _version_refusal(response)
         if refusal is not None and self._negotiate(refusal):
-            response = self._send(path, body, headers)
+            response = self._send(path, body, headers, timeout)
         return self._parse(path, response, response_model)
 
-    def _send(self, path: str, body: BaseModel, headers: dict[str, str]) -> httpx.Response:
+    def _send(
+        self, path: str, body: BaseModel, headers: dict[str, str], timeout: float | None
+    ) -> httpx.Response:
         try:
             content = render_json(body, self._version)
         except FieldNotInVersion as exc:
@@ -98,7 +108,12 @@ class CloudClient:
                 f"version {self._version}; nothing was sent"
             ) from exc
         try:
-            return self._http.post(path, content=content, headers=headers)
+            return self._http.post(
+                path,
+                content=content,
+                headers=headers,
+                timeout=self._http.timeout if timeout is None else timeout,
+            )
         except httpx.TransportError as exc:
             raise Offline(
                 f"cannot reach the cloud at {self.base_url} (POST {path}): "

@@ -9,6 +9,9 @@ Invariants:
 - Transactions are explicit (``isolation_level=None``): ``Database.atomic()`` opens
   ``BEGIN IMMEDIATE`` at the outermost level and a SAVEPOINT when nested; an exception
   rolls back exactly the level it escaped from.
+- One connection, used from any thread one at a time: a re-entrant lock is held for
+  each statement and for the whole of an outermost transaction, so a live-sync thread
+  and the user's calls never interleave inside one transaction.
 - WAL mode with ``secure_delete`` on; the WAL is auto-checkpointed every
   ``WAL_AUTOCHECKPOINT`` pages (fewer checkpoint fsyncs on the write path); a forget
   still truncates it at once (``Database.checkpoint``).
@@ -16,6 +19,7 @@ Invariants:
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
@@ -83,6 +87,7 @@ class Database:
         self.conn = conn
         self.path = path
         self._depth = 0
+        self._lock = threading.RLock()
 
     @classmethod
     def create(cls, path: Path, passphrase: str) -> Database:
@@ -110,45 +115,52 @@ class Database:
     @contextmanager
     def atomic(self) -> Iterator[Any]:
         """A transaction (outermost) or a savepoint (nested); yields the connection."""
-        depth = self._depth
-        savepoint = f"sp_{depth}"
-        if depth == 0:
-            self.conn.execute("BEGIN IMMEDIATE")
-        else:
-            self.conn.execute(f"SAVEPOINT {savepoint}")
-        self._depth += 1
-        try:
-            yield self.conn
-        except BaseException:
-            self._depth = depth
+        with self._lock:  # held until the outermost transaction ends
+            depth = self._depth
+            savepoint = f"sp_{depth}"
             if depth == 0:
-                self.conn.execute("ROLLBACK")
+                self.conn.execute("BEGIN IMMEDIATE")
             else:
-                self.conn.execute(f"ROLLBACK TO {savepoint}")
-                self.conn.execute(f"RELEASE {savepoint}")
-            raise
-        else:
-            self._depth = depth
-            if depth == 0:
-                self.conn.execute("COMMIT")
+                self.conn.execute(f"SAVEPOINT {savepoint}")
+            self._depth += 1
+            try:
+                yield self.conn
+            except BaseException:
+                self._depth = depth
+                if depth == 0:
+                    self.conn.execute("ROLLBACK")
+                else:
+                    self.conn.execute(f"ROLLBACK TO {savepoint}")
+                    self.conn.execute(f"RELEASE {savepoint}")
+                raise
             else:
-                self.conn.execute(f"RELEASE {savepoint}")
+                self._depth = depth
+                if depth == 0:
+                    self.conn.execute("COMMIT")
+                else:
+                    self.conn.execute(f"RELEASE {savepoint}")
 
     def execute(self, sql: str, params: Sequence[Any] = ()) -> Any:
-        return self.conn.execute(sql, params)
+        with self._lock:
+            return self.conn.execute(sql, params)
 
     def executemany(self, sql: str, rows: Iterable[Sequence[Any]]) -> Any:
-        return self.conn.executemany(sql, rows)
+        with self._lock:
+            return self.conn.executemany(sql, rows)
 
     def one(self, sql: str, params: Sequence[Any] = ()) -> Any:
-        return self.conn.execute(sql, params).fetchone()
+        with self._lock:
+            return self.conn.execute(sql, params).fetchone()
 
     def all(self, sql: str, params: Sequence[Any] = ()) -> list[Any]:
-        return list(self.conn.execute(sql, params).fetchall())
+        with self._lock:
+            return list(self.conn.execute(sql, params).fetchall())
 
     def checkpoint(self) -> None:
         """Fold the WAL into the main file and truncate it (after shredding)."""
-        self.conn.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchone()
+        with self._lock:
+            self.conn.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchone()
 
     def close(self) -> None:
-        self.conn.close()
+        with self._lock:
+            self.conn.close()

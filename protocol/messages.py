@@ -42,6 +42,7 @@ from protocol.version import (
 from protocol.wire import B64Bytes, UtcDatetime, WireModel
 
 MAX_PULL_PAGE = 500
+MAX_PULL_WAIT = 25.0  # seconds a live pull may wait for the space to change
 MAX_REQUEST_BYTES = 4 * 1024 * 1024
 MAX_PULL_WAIT = 25.0  # seconds a live pull may be held open
 

@@ -29,6 +29,7 @@ from sqlalchemy import (
     literal,
     or_,
     select,
+    text,
     update,
 )
 from sqlalchemy.engine import make_url
@@ -55,6 +56,9 @@ from cloud.store.sql_memory import MemoryQueries, chunks
 from cloud.store.sql_work import WorkQueries
 
 _chunks = chunks
+# the PostgreSQL channel on which a commit that moved a space's change feed says so
+CHANGES_CHANNEL = "memsync_changes"
+_NOTIFY_CHANGED = text("SELECT pg_notify(:channel, :sp)")
 
 
 def make_engine(url: str) -> Engine:
@@ -319,6 +323,13 @@ class SqlSession(MemoryQueries, SearchQueries, WorkQueries):
         if seq is None:
             raise StoreError(f"space {space_id} does not exist; no sequence number to give")
         return int(seq)
+
+    def notify_changed(self, space_id: str) -> None:
+        """PostgreSQL: ``NOTIFY`` the live-pull channel with the space id, inside this
+        transaction, so it is delivered only if the transaction commits (``cloud.live``).
+        SQLite has no other process to tell: the service wakes its own waiters."""
+        if self._dialect == "postgresql":
+            self.conn.execute(_NOTIFY_CHANGED, {"channel": CHANGES_CHANNEL, "sp": space_id})
 
     def last_seq(self, space_id: str) -> int:
         c = t.spaces.c
