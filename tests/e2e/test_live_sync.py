@@ -314,23 +314,28 @@ def test_the_live_pull_route(tmp_path: Path) -> None:
         )
         headers = {"authorization": f"Bearer {enrolled.credential}"}
         with httpx.Client(base_url=cloud.url, headers=headers, timeout=DEADLINE) as http:
-            first = http.post("/v1/pull", json={"protocol_version": 1}).json()
+            first = http.post("/v1/pull", json={"protocol_version": 2}).json()
             quiet = http.post(
-                "/v1/pull", json={"protocol_version": 1, "cursor": first["cursor"], "wait": 0.2}
+                "/v1/pull", json={"protocol_version": 2, "cursor": first["cursor"], "wait": 0.2}
             )
             assert quiet.status_code == 200
             assert quiet.json() == {
-                "protocol_version": 1,
+                "protocol_version": 2,
                 "changes": [],
                 "cursor": first["cursor"],
                 "has_more": False,
             }
-            too_long = http.post("/v1/pull", json={"protocol_version": 1, "wait": 60})
+            old = http.post(
+                "/v1/pull", json={"protocol_version": 1, "cursor": first["cursor"], "wait": 0.2}
+            )
+            assert old.status_code == 400  # live pull is protocol 2
+            assert "protocol version 2" in old.json()["message"]
+            too_long = http.post("/v1/pull", json={"protocol_version": 2, "wait": 60})
             assert too_long.status_code == 400
             assert too_long.json()["code"] == "malformed_request"
             assert "wait" in too_long.json()["message"]
             bad_cursor = http.post(
-                "/v1/pull", json={"protocol_version": 1, "cursor": "not-ours", "wait": 20}
+                "/v1/pull", json={"protocol_version": 2, "cursor": "not-ours", "wait": 20}
             )
             assert bad_cursor.status_code == 400
             assert bad_cursor.json()["code"] == "malformed_cursor"
