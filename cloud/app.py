@@ -1,16 +1,19 @@
 """The HTTP face of the cloud: every route of docs/protocol.md, over ``CloudService``.
 
 Invariants:
-- A body is read here, never by the framework: its size is checked against
-  Content-Length and against the bytes actually read (413), it must be a JSON object
-  (400 ``malformed_request``), its ``protocol_version`` is checked before anything
-  else against ``CloudConfig.supported_versions`` (400 ``unsupported_protocol_version``
-  naming the range), then the envelope is validated for that version (400 naming the
-  field; a field of a later version names the version it needs).
+- A body is read here, never by the framework: a declared Content-Type must be JSON
+  (415), its size is checked against Content-Length and against the bytes actually
+  read (413), it must be a JSON object that ``cloud.validation.load_json`` accepts
+  (400 ``malformed_request`` naming the path), its ``protocol_version`` is checked
+  before anything else against ``CloudConfig.supported_versions`` (400
+  ``unsupported_protocol_version`` naming the range), then the envelope is validated
+  strictly for that version (400 naming the field; a field of a later version names
+  the version it needs).
 - Every answer is rendered in the request's protocol version (``protocol.versioned``),
   so a version-1 request gets exactly version 1's bytes. An answer to a request that
   carries no supported version (GET routes, refusals of the version itself) is in the
   lowest version of the cloud's range, which every device it accepts can read.
+- The OpenAPI document at ``/openapi.json`` is ``cloud.openapi``'s contract.
 - Every error leaves as an ``ErrorBody``; exceptions are mapped in one place.
 - Every route but health and enroll needs ``Authorization: Bearer <credential>``, and
   the credential alone decides the space. A revoked device's credential is refused
@@ -37,10 +40,19 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.types import Message
 
 from cloud.config import CloudConfig
-from cloud.errors import CloudError, MalformedRequest, RequestTooLarge, Unauthorized
+from cloud.errors import (
+    CloudError,
+    MalformedRequest,
+    NotFound,
+    RequestTooLarge,
+    Unauthorized,
+    UnsupportedMediaType,
+)
+from cloud.openapi import install_openapi
 from cloud.service import CloudService, decode_cursor
-from cloud.validation import describe
+from cloud.validation import BadJson, describe, is_json_media_type, load_json
 from protocol.errors import FieldNotInVersion, MalformedCursor, UnsupportedProtocolVersion
+from protocol.ids import is_id
 from protocol.messages import (
     AccountKeyRequest,
     AckRequest,
@@ -85,6 +97,9 @@ def _error(
 
 
 async def _read_object(request: Request, max_bytes: int, supported: VersionRange) -> dict[str, Any]:
+    media_type = request.headers.get("content-type", "application/json")
+    if not is_json_media_type(media_type):
+        raise UnsupportedMediaType(f"Content-Type {media_type[:80]!r} is not application/json")
     declared = request.headers.get("content-length")
     if declared is not None:
         try:
@@ -101,9 +116,9 @@ async def _read_object(request: Request, max_bytes: int, supported: VersionRange
         if len(body) > max_bytes:
             raise RequestTooLarge(f"request body is over the limit of {max_bytes} bytes")
     try:
-        raw = json.loads(body)
-    except (ValueError, RecursionError) as exc:
-        raise MalformedRequest(f"body is not JSON: {exc}") from exc
+        raw = load_json(bytes(body))
+    except BadJson as exc:
+        raise MalformedRequest(str(exc)) from exc
     if not isinstance(raw, dict):
         raise MalformedRequest(f"body must be a JSON object, got {type(raw).__name__}")
     request.state.protocol_version = peek_version(raw, supported)
@@ -111,9 +126,11 @@ async def _read_object(request: Request, max_bytes: int, supported: VersionRange
 
 
 def _parse(model: type[_M], raw: dict[str, Any]) -> _M:
+    """Strict JSON validation for the request's version: ``"5"`` is not an integer,
+    ``"true"`` not a boolean, and a field of a later version is refused by name."""
     version = raw["protocol_version"]  # peeked and accepted by _read_object
     try:
-        return parse(model, raw, version)
+        return parse(model, raw, version, strict=True)
     except FieldNotInVersion as exc:
         raise MalformedRequest(f"{model.__name__} is malformed: {exc}") from exc
     except ValidationError as exc:
@@ -269,7 +286,10 @@ def create_app(config: CloudConfig) -> FastAPI:
     @app.get("/v1/records/{record_id}")
     async def record(request: Request, record_id: str) -> Response:
         space_id, _device_id = await who(request)
+        if not is_id("rec", record_id):
+            raise NotFound(f"record {record_id[:80]!r} does not exist: it is not a record id")
         state = await call(service.record_status, space_id, record_id)
         return answer(request, state, exclude_none=True)
 
+    install_openapi(app)
     return app

@@ -94,6 +94,13 @@ class RequestTooLarge(CloudError):
     code = ErrorCode.REQUEST_TOO_LARGE
 
 
+class UnsupportedMediaType(CloudError):
+    """A body declared as something other than JSON (the code stays ``malformed_request``)."""
+
+    status = 415
+    code = ErrorCode.MALFORMED_REQUEST
+
+
 class AlreadyExists(CloudError):
     """A name or id that must be unique is taken (CLI only; never crosses the wire)."""
 

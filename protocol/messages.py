@@ -250,8 +250,12 @@ class PullResponse(Envelope):
 # --- acknowledging key destruction ---------------------------------------------------
 
 
+MAX_EVENT_ID = 2**63 - 1  # event ids are positive 64-bit integers (BIGINT)
+EventId = Annotated[int, Field(ge=1, le=MAX_EVENT_ID)]
+
+
 class AckRequest(Envelope):
-    event_ids: Annotated[list[int], Field(max_length=MAX_PULL_PAGE)]
+    event_ids: Annotated[list[EventId], Field(max_length=MAX_PULL_PAGE)]
 
 
 class AckResponse(Envelope):

@@ -5,12 +5,14 @@ Invariants:
   the original receipt back, never a second effect.
 - Every operation says who started it (``initiated_by``); ``forget_area`` started by
   the assistant is refused, whatever its proof.
+- No string anywhere in an operation holds a NUL character (no store can keep one); such
+  an op is malformed, and refused alone.
 """
 
 from __future__ import annotations
 
 from enum import StrEnum
-from typing import Annotated, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import Field, TypeAdapter, model_validator
 
@@ -37,10 +39,36 @@ from protocol.model import (
 from protocol.wire import B64Bytes, UtcDatetime, WireModel
 
 
+def nul_path(value: Any) -> str | None:
+    """The dotted path of the first string (key or value) holding a NUL, or None."""
+    stack: list[tuple[str, Any]] = [("", value)]
+    while stack:
+        path, node = stack.pop()
+        if isinstance(node, str):
+            if "\x00" in node:
+                return path or "(value)"
+        elif isinstance(node, dict):
+            for key, item in node.items():
+                if isinstance(key, str) and "\x00" in key:
+                    return f"{path}.(key)" if path else "(key)"
+                stack.append((f"{path}.{key}" if path else str(key), item))
+        elif isinstance(node, list | tuple):
+            stack.extend((f"{path}.{i}" if path else str(i), item) for i, item in enumerate(node))
+    return None
+
+
 class _Op(WireModel):
     op_id: OpId
     made_at: UtcDatetime
     initiated_by: Initiator
+
+    @model_validator(mode="before")
+    @classmethod
+    def _no_nul(cls, data: Any) -> Any:
+        where = nul_path(data)
+        if where is not None:
+            raise ValueError(f"field '{where}' contains a NUL character")
+        return data
 
 
 class AddEpisode(_Op):

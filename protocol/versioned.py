@@ -13,6 +13,7 @@ Invariants:
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping
 from functools import cache
 from typing import Any, TypeVar
@@ -96,11 +97,13 @@ def _refuse_newer_set(value: object, version: int) -> None:
             _refuse_newer_set(item, version)
 
 
-def parse(model_type: type[M], raw: Mapping[str, Any], version: int) -> M:
+def parse(model_type: type[M], raw: Mapping[str, Any], version: int, *, strict: bool = False) -> M:
     """Validate ``raw`` as a ``model_type`` of protocol ``version``.
 
     A field newer than ``version`` is refused by name (``FieldNotInVersion``) before
     its value is looked at; other faults raise pydantic's ``ValidationError``.
+    ``strict`` validates as strict JSON (``"5"`` is not an integer, ``"true"`` not a
+    boolean), the way the cloud reads a request.
     """
     check_version(version)
     for name in newer_fields(model_type, version):
@@ -108,7 +111,10 @@ def parse(model_type: type[M], raw: Mapping[str, Any], version: int) -> M:
             raise FieldNotInVersion(
                 model_type.__name__, name, introduced_in(model_type, name), version
             )
-    message = model_type.model_validate(raw)
+    if strict:
+        message = model_type.model_validate_json(json.dumps(raw), strict=True)
+    else:
+        message = model_type.model_validate(raw)
     if version < PROTOCOL_VERSION:
         _refuse_newer_set(message, version)
     return message

@@ -348,3 +348,193 @@ def test_account_key_is_registered_once_over_http(client: TestClient) -> None:
         client.post("/v1/account-key", headers=me["headers"], json=short), 400, "malformed_request"
     )
     _error(client.post("/v1/account-key", json=body), 401, "unauthorized")
+
+
+# --- hostile input: what schemathesis and the hand probes found (docs/security.md) ---
+
+
+def _pulled(client: TestClient, h: dict[str, str]) -> list[Any]:
+    r = client.post("/v1/pull", headers=h, json={"protocol_version": 1, "limit": 500})
+    assert r.status_code == 200, r.text
+    changes: list[Any] = r.json()["changes"]
+    return changes
+
+
+def test_event_ids_beyond_64_bits_are_refused_not_a_server_error(client: TestClient) -> None:
+    """Found by schemathesis: an ack naming 2**63 was a 500 on both stores (SQLite
+    OverflowError, PostgreSQL ``bigint out of range``)."""
+    h = _enroll(client, "alice")["headers"]
+    for event_id in (2**63, -(2**63) - 1, 10**30):
+        body = {"protocol_version": 1, "event_ids": [1, event_id]}
+        msg = _error(client.post("/v1/ack", headers=h, json=body), 400, "malformed_request")
+        assert "'event_ids.1'" in msg and "64 bits" in msg
+    body = {"protocol_version": 1, "event_ids": [0]}
+    msg = _error(client.post("/v1/ack", headers=h, json=body), 400, "malformed_request")
+    assert "event_ids.0" in msg
+    body = {"protocol_version": 1, "event_ids": [2**63 - 1]}
+    assert client.post("/v1/ack", headers=h, json=body).status_code == 200
+
+
+@pytest.mark.parametrize(
+    ("raw", "reason"),
+    [
+        (b'{"protocol_version": 1, "limit": NaN}', "NaN is not a JSON number"),
+        (b'{"protocol_version": 1, "limit": Infinity}', "Infinity is not a JSON number"),
+        (b'{"protocol_version": 1, "limit": -Infinity}', "-Infinity is not a JSON number"),
+        (b'{"protocol_version": 1, "limit": 1e400}', "'limit': inf is not a finite number"),
+        (b'{"protocol_version": 1, "limit": 5, "limit": 6}', "key 'limit' appears twice"),
+        (b'{"protocol_version": 1, "cursor": "\xff\xfe"}', "byte 0xff at offset 35"),
+        (b'\xef\xbb\xbf{"protocol_version": 1}', "BOM"),
+        (b'{"protocol_version": 1, "cursor": "\\ud800x"}', "'cursor' contains a lone UTF-16"),
+        (b'{"protocol_version": 1, "cursor": "a\\u0000b"}', "'cursor' contains a NUL"),
+        (b'{"protocol_version": 1, "x": ' + b"[" * 30_000 + b"]" * 30_000 + b"}", "nested"),
+        (b'{"protocol_version": 1, "x": ' + b"[" * 40 + b"]" * 40 + b"}", "'x.0.0.0"),
+        (b'{"protocol_version": 1, "limit": "5"}', "'limit': Input should be a valid integer"),
+        (b'{"protocol_version": 1, "limit": 5.5}', "'limit': Input should be a valid integer"),
+        (b'{"protocol_version": 1, "limit": true}', "'limit': Input should be a valid integer"),
+        (b'{"protocol_version": 1, "limit": 1' + b"0" * 5000 + b"}", "body is not JSON"),
+    ],
+)
+def test_hostile_json_is_a_400_naming_where_and_why(
+    client: TestClient, raw: bytes, reason: str
+) -> None:
+    h = {**_enroll(client, "alice")["headers"], "Content-Type": "application/json"}
+    msg = _error(client.post("/v1/pull", headers=h, content=raw), 400, "malformed_request")
+    assert reason in msg, msg
+
+
+def test_an_integral_float_is_an_integer_as_json_schema_says(client: TestClient) -> None:
+    h = _enroll(client, "alice")["headers"]
+    r = client.post("/v1/pull", headers=h, json={"protocol_version": 1.0, "limit": 5.0})
+    assert r.status_code == 200, r.text
+
+
+def test_a_body_declared_as_something_else_is_415(client: TestClient) -> None:
+    h = _enroll(client, "alice")["headers"]
+    for media_type in ("text/plain", "application/x-www-form-urlencoded", "multipart/form-data"):
+        r = client.post(
+            "/v1/pull",
+            headers={**h, "Content-Type": media_type},
+            content=b'{"protocol_version": 1}',
+        )
+        assert media_type in _error(r, 415, "malformed_request")
+    for media_type in ("application/json; charset=utf-8", "application/problem+json"):
+        r = client.post(
+            "/v1/pull",
+            headers={**h, "Content-Type": media_type},
+            content=b'{"protocol_version": 1}',
+        )
+        assert r.status_code == 200, r.text
+
+
+def test_a_nul_or_lone_surrogate_in_enrollment_changes_nothing(client: TestClient) -> None:
+    """PostgreSQL refuses NUL in text: a device name holding one was a 500 after the code
+    had been checked; now it is a 400 and the code stays unused."""
+    service = _service(client)
+    _, code = service.add_user("alice")
+    key = base64.b64encode(bytes(PrivateKey.generate().public_key)).decode()
+    body = {"protocol_version": 1, "code": code, "device_name": "ph\x00ne", "public_key": key}
+    msg = _error(client.post("/v1/enroll", json=body), 400, "malformed_request")
+    assert "'device_name' contains a NUL" in msg
+    surrogate = b'{"protocol_version": 1, "code": "\\udc00' + code.encode() + b'"}'
+    msg = _error(client.post("/v1/enroll", content=surrogate), 400, "malformed_request")
+    assert "'code' contains a lone UTF-16 surrogate" in msg
+    ok = client.post("/v1/enroll", json={**body, "device_name": "phone"})
+    assert ok.status_code == 200, ok.text  # the code was not used up
+
+
+def test_an_op_holding_a_nul_is_refused_alone(client: TestClient, ops: Ops) -> None:
+    h = _enroll(client, "alice")["headers"]
+    candidate = {
+        **ops._base("mark_candidate", "assistant"),
+        "episode_id": "ep_aaaaaaaa01",
+        "sentence": 0,
+        "content_type": "preference",
+        "sensitivity": "normal",
+        "time_kind": "permanent",
+        "score": 0.5,
+        "model_id": "det\x00ector",
+    }
+    named = ops.episode("ep_aaaaaaaa02", "Seen on a page.")
+    named |= {"source_kind": "external_content", "source_id": "https://x\x00y"}
+    batch = [
+        ops.episode("ep_aaaaaaaa01", TYPED),
+        candidate,
+        named,
+        ops.episode("ep_aaaaaaaa03", "I like\x00 tea."),
+        ops.project("Garden\x00"),
+    ]
+    r = client.post("/v1/push", headers=h, json={"protocol_version": 1, "ops": batch})
+    assert r.status_code == 200, r.text
+    receipts = r.json()["receipts"]
+    assert [x["status"] for x in receipts] == ["applied", *["refused"] * 4]
+    assert "'model_id' contains a NUL" in receipts[1]["reason"]
+    assert "'source_id' contains a NUL" in receipts[2]["reason"]
+    assert "'text' contains a NUL" in receipts[3]["reason"]
+    assert all(x["code"] == "malformed" for x in receipts[1:])
+    assert [c["kind"] for c in _pulled(client, h)] == ["episode"]
+
+
+def test_huge_or_deep_values_inside_ops_refuse_the_push_and_change_nothing(
+    client: TestClient, ops: Ops
+) -> None:
+    h = _enroll(client, "alice")["headers"]
+    huge = {**ops.episode("ep_aaaaaaaa02", "Hi."), "extra": 2**64}
+    deep: Any = "x"
+    for _ in range(40):
+        deep = [deep]
+    for bad, where in ((huge, "'ops.1.extra'"), ({**ops.project("P"), "x": deep}, "'ops.1.x.0")):
+        body = {"protocol_version": 1, "ops": [ops.episode("ep_aaaaaaaa01", TYPED), bad]}
+        msg = _error(client.post("/v1/push", headers=h, json=body), 400, "malformed_request")
+        assert where in msg, msg
+    assert _pulled(client, h) == []
+
+
+def test_odd_members_of_ops_name_their_index(client: TestClient) -> None:
+    h = _enroll(client, "alice")["headers"]
+    for ops_value, where in (
+        ([1], "ops.0"),
+        ([{}, "x"], "ops.1"),
+        ({"a": 1}, "ops"),
+        (None, "ops"),
+    ):
+        body = {"protocol_version": 1, "ops": ops_value}
+        msg = _error(client.post("/v1/push", headers=h, json=body), 400, "malformed_request")
+        assert f"'{where}'" in msg, msg
+    r = client.post("/v1/push", headers=h, json={"protocol_version": 1, "ops": [{}, {"kind": 7}]})
+    assert [x["code"] for x in r.json()["receipts"]] == ["malformed", "malformed"]
+
+
+@pytest.mark.parametrize(
+    "path",
+    [
+        "/v1/records/rec_%00aaaaaaaa",
+        "/v1/records/%00",
+        "/v1/records/%ED%A0%80",
+        "/v1/records/rec_" + "a" * 5000,
+        "/v1/records/..%2F..%2Fhealth",
+        "/v1/records/REC_AAAAAAAA01",
+        "/v1/records/%20rec_aaaaaaaa01",
+    ],
+)
+def test_odd_record_ids_in_the_path_are_not_found(client: TestClient, path: str) -> None:
+    h = _enroll(client, "alice")["headers"]
+    _error(client.get(path, headers=h), 404, "not_found")
+
+
+def test_base64_edge_cases_are_refused_naming_the_field(client: TestClient) -> None:
+    h = _enroll(client, "alice")["headers"]
+    good = base64.b64encode(bytes(32)).decode()
+    for value, reason in (
+        (good[:-1], "not valid base64"),  # padding missing
+        (good + "=", "not valid base64"),  # padding to spare
+        (good.replace("A", "-", 1), "not valid base64"),  # the URL-safe alphabet
+        (" " + good, "not valid base64"),
+        ("é" * 44, "not valid base64"),
+        ("", "32 bytes, got 0"),
+        (base64.b64encode(bytes(31)).decode(), "32 bytes, got 31"),
+        (12345, "expected a base64 string"),
+    ):
+        body = {"protocol_version": 1, "account_key": value}
+        msg = _error(client.post("/v1/account-key", headers=h, json=body), 400, "malformed_request")
+        assert "'account_key'" in msg and reason in msg, (value, msg)
