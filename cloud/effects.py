@@ -72,6 +72,11 @@ WORK_FOR_SOURCE = {
 }
 
 
+# who applied an op (``applied_ops.device_id``) and made its versions
+# (``record_versions.made_by``) when no device pushed it
+SYSTEM_ACTOR = "system:consolidator"
+
+
 class EffectWriter:
     """Performs one accepted op's effects for the device that pushed it (``device_id``),
     or for the consolidator (``device_id=None``: nothing becomes a holding)."""
@@ -83,6 +88,7 @@ class EffectWriter:
         self.vault = vault
         self.space_id = space_id
         self.device_id = device_id
+        self.actor = device_id or SYSTEM_ACTOR  # who made what this op writes
         self.now = now
         self._touched: dict[str, list[str]] = {}  # record id -> what changed, in order
 
@@ -234,7 +240,8 @@ class EffectWriter:
         if create_as is not None:
             s.insert_record(space, record_id, create_as.value, version, self.now, seq)
         s.insert_version(
-            space, VersionRow(record_id, version, supersedes, self.now, key_id, sealed)
+            space,
+            VersionRow(record_id, version, supersedes, self.now, key_id, sealed, self.actor),
         )
         self.change(seq, "record_version", record_id=record_id, version=version)
         self._hold("record", record_id)

@@ -42,10 +42,13 @@ FORGOTTEN = LifecycleState.FORGOTTEN.value
 class FactsReader:
     """Reads what ``decide`` may look at, inside the push's transaction."""
 
-    def __init__(self, s: StoreSession, vault: Vault, space_id: str) -> None:
+    def __init__(
+        self, s: StoreSession, vault: Vault, space_id: str, actor: str | None = None
+    ) -> None:
         self.s = s
         self.vault = vault
         self.space_id = space_id
+        self.actor = actor  # who pushed the op (a device id, or the consolidator's name)
 
     # --- single items -------------------------------------------------------------
 
@@ -206,6 +209,13 @@ class FactsReader:
             children = self.children(area_records)
         if isinstance(op, Remember | RestrictUsage | SetProject):
             projects = self.projects()
+        concurrent: list[int] = []
+        if isinstance(op, Correct) and op.base_version is not None and record is not None:
+            concurrent = [
+                version
+                for version, made_by in s.version_authors(space, op.record_id, op.base_version)
+                if made_by is not None and made_by != self.actor
+            ]
         return Facts(
             space_id=space,
             record=record,
@@ -218,4 +228,5 @@ class FactsReader:
             artifact_exists=artifact_exists,
             account_key=account_key,
             candidate_marked=candidate_marked,
+            concurrent_versions=concurrent,
         )

@@ -49,7 +49,7 @@ from pydantic import ValidationError
 
 from cloud.changes import ChangeReader
 from cloud.config import CloudConfig
-from cloud.effects import EffectWriter
+from cloud.effects import SYSTEM_ACTOR, EffectWriter
 from cloud.embedder import default_embedder
 from cloud.errors import (
     AccountKeyMismatch,
@@ -117,8 +117,6 @@ MAX_NAME_CHARS = 64
 PUBLIC_KEY_BYTES = 32
 ACCOUNT_KEY_BYTES = 32
 _CURSOR = re.compile(r"c1:(0|[1-9][0-9]{0,17})")
-# who applied an op, in ``applied_ops.device_id``, when no device pushed it
-SYSTEM_ACTOR = "system:consolidator"
 
 __all__ = [
     "SYSTEM_ACTOR",
@@ -448,7 +446,7 @@ class CloudService:
                     space_id, op_id, device_id or SYSTEM_ACTOR, receipt.model_dump_json(), now
                 )
             return receipt
-        decision = decide(op, FactsReader(s, vault, space_id).facts(op))
+        decision = decide(op, FactsReader(s, vault, space_id, device_id or SYSTEM_ACTOR).facts(op))
         if isinstance(decision, Accept):
             writer = EffectWriter(s, vault, space_id, device_id, now)
             for effect in decision.effects:

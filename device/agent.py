@@ -34,7 +34,18 @@ from typing import Any, TypeVar
 import httpx
 from pydantic import ValidationError
 
-from device import account, candidates, catalog, keys, reading, retrieval, search, shred, store
+from device import (
+    account,
+    candidates,
+    catalog,
+    keys,
+    provisional,
+    reading,
+    retrieval,
+    search,
+    shred,
+    store,
+)
 from device.client import LIVE_PULL_SINCE, CloudClient
 from device.db import DB_FILENAME, Database
 from device.detector import default_detector
@@ -617,6 +628,7 @@ class DeviceAgent:
                 text=text,
                 conversation_id=conversation_id,
                 source_episode_ids=sources,
+                base_version=provisional.confirmed_version(self._db, record_id),
             ),
         )
         return self.apply_operation(op)
@@ -969,7 +981,7 @@ class DeviceAgent:
                 f"device {meta.device_name!r} is not enrolled; enroll it with a code first"
             )
         with self._sync_lock, self._revocable():
-            return SyncSession(self._db, self._cloud(), self._now).run()
+            return SyncSession(self._db, self._cloud(), self._now, self._random).run()
 
     # --- live sync -------------------------------------------------------------------
 

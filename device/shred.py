@@ -119,6 +119,36 @@ def shred_record(
     return result
 
 
+def retire_version(db: Database, record_id: str, version: int) -> None:
+    """Remove one provisional version row of this device's own (``device.provisional``
+    has sealed its words anew under the cloud's number first) and its data key, unless
+    another row still uses that key. Must run inside ``db.atomic()``."""
+    if not db.in_transaction:
+        raise RuntimeError("retiring a version must run inside Database.atomic()")
+    row = store.version_row(db, record_id, version)
+    if row is None:
+        return
+    key_id = row["key_id"]
+    shared = db.one(
+        "SELECT 1 FROM record_versions WHERE key_id = ? AND NOT (record_id = ? AND version = ?) "
+        "UNION ALL SELECT 1 FROM episodes WHERE key_id = ? "
+        "UNION ALL SELECT 1 FROM artifacts WHERE key_id = ? LIMIT 1",
+        (key_id, record_id, version, key_id, key_id),
+    )
+    permits = [("record", record_id)] + ([] if shared else [("key", key_id)])
+    for kind, item in permits:
+        db.execute(
+            "INSERT OR IGNORE INTO shred_permits (kind, item_id) VALUES (?, ?)", (kind, item)
+        )
+    db.execute(
+        "DELETE FROM record_versions WHERE record_id = ? AND version = ?", (record_id, version)
+    )
+    if not shared:
+        db.execute("DELETE FROM data_keys WHERE key_id = ?", (key_id,))
+    for kind, item in permits:
+        db.execute("DELETE FROM shred_permits WHERE kind = ? AND item_id = ?", (kind, item))
+
+
 def shred_artifact(
     db: Database, artifact_id: str, *, forgotten_at: str, key_ids: Iterable[str] = ()
 ) -> set[str]:

@@ -35,7 +35,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from device import candidates, catalog, effects, faults, search, shred, store
+from device import candidates, catalog, effects, faults, provisional, search, shred, store
 from device.client import CloudClient
 from device.db import Database
 from device.errors import ChangeDoesNotOpen, ServerError, ServerRefused
@@ -90,6 +90,8 @@ def code_of(receipt: Receipt) -> str | None:
 
 
 _RECORD_CHANGES = (RecordVersionChange, RecordStateChange)
+# the protocol version from which a correction carries ``base_version``
+BASE_VERSION_SINCE = 2
 # how often a resync starts over when compaction overtakes it, before giving up
 _RESYNC_ATTEMPTS = 3
 
@@ -124,10 +126,18 @@ def _no_randomness(n: int) -> bytes:
 
 
 class SyncSession:
-    def __init__(self, db: Database, client: CloudClient, now: Callable[[], str]) -> None:
+    def __init__(
+        self,
+        db: Database,
+        client: CloudClient,
+        now: Callable[[], str],
+        random_bytes: Callable[[int], bytes] = _no_randomness,
+    ) -> None:
         self.db = db
         self.client = client
         self.now = now
+        # fresh data keys for this device's own versions the cloud numbers otherwise
+        self.random_bytes = random_bytes
         self.report = SyncReport()
         # live items the last resync of this session did not see but kept (pending,
         # queued): a duplicate receipt for one means the cloud had it and forgot it
@@ -222,6 +232,8 @@ class SyncSession:
             op["payload"] = catalog.open_artifact(self.db, artifact).payload
         validated = OPERATION_ADAPTER.validate_python(op)
         result: dict[str, Any] = validated.model_dump(mode="json")
+        if self.client.protocol_version < BASE_VERSION_SINCE:
+            result.pop("base_version", None)  # a version-1 cloud does not know it
         return result
 
     @staticmethod
@@ -249,11 +261,26 @@ class SyncSession:
             receipt_json=receipt.model_dump_json(),
             stored_at=self.now(),
         )
-        store.dequeue(self.db, row["op_id"])
         outcome = receipt.status
         if outcome is ReceiptStatus.DUPLICATE:
             self.report.duplicates += 1
             outcome = receipt.original_status or ReceiptStatus.APPLIED
+        if outcome is ReceiptStatus.CONFLICT and receipt.effect is not None:
+            # applied, and flagged: it raced a change made elsewhere; both are kept
+            self.report.conflicts.append((row["op_id"], receipt.reason or ""))
+            outcome = ReceiptStatus.APPLIED
+        if outcome is ReceiptStatus.APPLIED and row["record_id"] and len(receipt.versions) > 1:
+            local = provisional.queued_version(self.db, row["op_id"])
+            if local is not None:  # the cloud may have numbered this device's version otherwise
+                provisional.file_as(
+                    self.db,
+                    row["record_id"],
+                    local,
+                    receipt.versions[-1],
+                    receipt.versions[0],
+                    self.random_bytes,
+                )
+        store.dequeue(self.db, row["op_id"])
         kind = row["kind"]
         if receipt.status is ReceiptStatus.DUPLICATE and outcome is ReceiptStatus.APPLIED:
             item = _created_item(row)
@@ -483,6 +510,12 @@ class SyncSession:
             self.report.ignored += 1
             return
         what = f"record {change.record_id} v{change.version}"
+        if store.version_row(
+            self.db, change.record_id, change.version
+        ) is not None and provisional.is_provisional(self.db, change.record_id, change.version):
+            # this device's own, not yet numbered by the cloud: the cloud's version wins
+            # the number, and this device's words move to the next free one
+            provisional.move_aside(self.db, change.record_id, change.version, self.random_bytes)
         if store.version_row(self.db, change.record_id, change.version) is not None:
             store.set_record_state(self.db, change.record_id, sync_state="synced")
             return

@@ -157,6 +157,8 @@ class SyncReport:
     applied: int = 0
     duplicates: int = 0
     refused: list[tuple[str, str, str]] = field(default_factory=list)  # op_id, code, reason
+    # applied, and flagged: it raced a change made elsewhere (op_id, the cloud's reason)
+    conflicts: list[tuple[str, str]] = field(default_factory=list)
     pull_required: bool = False
     pulled: int = 0
     shredded: list[str] = field(default_factory=list)

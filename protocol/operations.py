@@ -14,7 +14,13 @@ from __future__ import annotations
 from enum import StrEnum
 from typing import Annotated, Any, Literal
 
-from pydantic import Field, TypeAdapter, model_validator
+from pydantic import (
+    Field,
+    SerializerFunctionWrapHandler,
+    TypeAdapter,
+    model_serializer,
+    model_validator,
+)
 
 from protocol.ids import ArtifactId, ConversationId, EpisodeId, OpId, RecordId
 from protocol.model import (
@@ -119,13 +125,29 @@ class Remember(_Op):
 
 
 class Correct(_Op):
-    """ "That's wrong": a new version in the user's own words; the old one becomes invalid."""
+    """ "That's wrong": a new version in the user's own words; the old one becomes invalid.
+
+    ``base_version`` (protocol 2) is the last version of the record this device had
+    heard of from the cloud when the user corrected it. A cloud holding versions after
+    it that another device (or the consolidator) made still applies the correction,
+    and flags it: the receipt is ``conflict`` and names them, so two offline
+    corrections are both kept and neither is silently dropped. Left out of the JSON
+    when absent, so an op without it is the same message as before it existed.
+    """
 
     kind: Literal["correct"] = "correct"
     record_id: RecordId
     text: Text
     conversation_id: ConversationId
     source_episode_ids: SourceEpisodes
+    base_version: Annotated[int, Field(ge=1, le=2**31)] | None = None
+
+    @model_serializer(mode="wrap")
+    def _omit_no_base(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
+        data: dict[str, Any] = handler(self)
+        if self.base_version is None:
+            data.pop("base_version", None)
+        return data
 
 
 class DontUse(_Op):

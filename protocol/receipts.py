@@ -45,7 +45,8 @@ def receipt_for(index: int, op: AnyOperation, decision: Decision, at: datetime) 
         return Receipt(
             index=index,
             op_id=op.op_id,
-            status=ReceiptStatus.APPLIED,
+            status=ReceiptStatus.APPLIED if decision.conflict is None else ReceiptStatus.CONFLICT,
+            reason=decision.conflict,
             effect=decision.kind,
             record_id=decision.record_id or record_id,
             versions=list(decision.versions),
@@ -76,8 +77,12 @@ def duplicate_of(first: Receipt, index: int) -> Receipt:
 def receipt_message(receipt: Receipt) -> str:
     """One sentence for the user, from the receipt alone."""
     status = receipt.original_status or receipt.status
-    if status in (ReceiptStatus.REFUSED, ReceiptStatus.CONFLICT):
+    if status is ReceiptStatus.REFUSED or (
+        status is ReceiptStatus.CONFLICT and receipt.effect is None
+    ):
         return f"Not done: {receipt.reason}"
     if receipt.effect is None:
         return "Done."
+    if status is ReceiptStatus.CONFLICT:  # applied, and flagged
+        return f"{MESSAGES[receipt.effect]} Flagged: {receipt.reason}."
     return MESSAGES[receipt.effect]

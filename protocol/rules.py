@@ -23,7 +23,7 @@ Invariants:
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime
 from typing import Any
 
@@ -110,6 +110,9 @@ class Facts:
     - ``area_records``: for a mass forget, the ids of the records it covers.
     - ``known_records``: for ops naming other records (derived_from), their facts.
     - ``projects``: project name -> open?
+    - ``concurrent_versions``: for a correction naming a ``base_version``, the versions
+      of its record after that one made by someone other than the op's device (the
+      cloud knows who made each version; a device gathers none).
     """
 
     space_id: str = ""
@@ -120,6 +123,7 @@ class Facts:
     area_records: Sequence[str] = ()
     known_records: Mapping[str, RecordFacts] = field(default_factory=dict)
     projects: Mapping[str, bool] = field(default_factory=dict)
+    concurrent_versions: Sequence[int] = ()
     artifact_exists: bool = False
     account_key: bytes | None = None
     candidate_marked: bool = False
@@ -299,6 +303,7 @@ class Accept:
     record_id: str | None = None
     versions: tuple[int, ...] = ()
     affected_records: tuple[str, ...] = ()
+    conflict: str | None = None  # applied, but it raced another change: why (the receipt)
 
     @property
     def effect(self) -> Effect:
@@ -847,7 +852,18 @@ def _correct(op: Correct, facts: Facts) -> Decision:
         if record.lifecycle is LifecycleState.NOT_IN_USE
         else LifecycleState.ACTIVE
     )
-    return _next_version(record, content, lifecycle, EffectKind.CORRECTED)
+    accepted = _next_version(record, content, lifecycle, EffectKind.CORRECTED)
+    if not facts.concurrent_versions:
+        return accepted
+    raced = ", ".join(f"v{v}" for v in sorted(facts.concurrent_versions))
+    return replace(
+        accepted,
+        conflict=(
+            f"record {op.record_id} was changed elsewhere after v{op.base_version}, the "
+            f"version this correction replaced ({raced}); both are kept, this correction "
+            f"is v{accepted.versions[-1]}, the current one"
+        ),
+    )
 
 
 def _dont_use(op: DontUse, facts: Facts) -> Decision:

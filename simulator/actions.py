@@ -13,7 +13,6 @@ import random
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
-from device.faults import CRASH_POINTS
 from simulator.driver import Driver
 from simulator.errors import CrashPointNotReached
 from simulator.fleet import DeviceHandle
@@ -111,13 +110,17 @@ def sync(ctx: RunContext) -> str:
     )
 
 
+# the two points every sync passes (``resync_pulled`` is reached only in a resync)
+SYNC_CRASH_POINTS = ("push_answered", "pull_answered")
+
+
 def crash(ctx: RunContext) -> str:
     online = [h for h in ctx.devices if h.online]
     if not online:
         ctx.count("crash skipped")
         return "crash: no device is online"
     handle = ctx.pick(online)
-    point = CRASH_POINTS[ctx.rng.randrange(len(CRASH_POINTS))]
+    point = SYNC_CRASH_POINTS[ctx.rng.randrange(len(SYNC_CRASH_POINTS))]
     if point == "push_answered" and handle.agent.pending_ops() == 0:
         point = "pull_answered"  # with nothing queued the push never reaches its point
     try:

@@ -91,6 +91,15 @@ def _effective(receipt: Receipt) -> ReceiptStatus:
     return receipt.status
 
 
+def _applied(receipt: Receipt) -> bool:
+    """The op took effect: applied, or applied and flagged as a conflict (a correction
+    that raced another device's)."""
+    status = _effective(receipt)
+    return status is ReceiptStatus.APPLIED or (
+        status is ReceiptStatus.CONFLICT and receipt.effect is not None
+    )
+
+
 def harvest(fleet: Fleet, trace: RunTrace, handles: Iterable[DeviceHandle] | None = None) -> None:
     """Note in the trace every cloud receipt the devices hold now. (A device drops the
     receipts of a record it shreds, so runs harvest after every sync and before every
@@ -240,7 +249,7 @@ def no_acknowledged_op_lost(fleet: Fleet, trace: RunTrace) -> Check:
                 f"op {op_id} ({who}): device holds {_effective(receipt).value}, cloud kept "
                 f"{_effective(theirs).value}"
             )
-        if _effective(receipt) is ReceiptStatus.APPLIED:
+        if _applied(receipt):
             problems.extend(_effect_present(view, space, op_id, receipt))
     return _check(
         NOTHING_LOST,
@@ -285,7 +294,7 @@ def applied_once(fleet: Fleet, trace: RunTrace) -> Check:
                 receipts.setdefault(op_id, receipt)
         claims: dict[str, dict[int, list[str]]] = {}
         for op_id, receipt in sorted(receipts.items()):
-            if receipt.record_id is None or _effective(receipt) is not ReceiptStatus.APPLIED:
+            if receipt.record_id is None or not _applied(receipt):
                 continue
             if receipt.effect not in (EffectKind.CREATED, EffectKind.CORRECTED):
                 continue
@@ -551,7 +560,7 @@ def stale_edits_refused(fleet: Fleet, trace: RunTrace) -> Check:
     refused = dropped = 0
     for edit in trace.stale:
         cloud_receipt = view.receipts(edit.space_id).get(edit.op_id)
-        if cloud_receipt is not None and _effective(cloud_receipt) is ReceiptStatus.APPLIED:
+        if cloud_receipt is not None and _applied(cloud_receipt):
             problems.append(
                 f"{edit.device}'s edit {edit.op_id} of forgotten record {edit.record_id} was "
                 "APPLIED by the cloud"

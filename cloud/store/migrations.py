@@ -376,6 +376,13 @@ def _v8_wipe_confirmation(conn: Connection) -> None:
     conn.exec_driver_sql(f"ALTER TABLE devices ADD COLUMN wiped_at {ts}")
 
 
+def _v9_version_authors(conn: Connection) -> None:
+    """Who made each record version (the device id, or the consolidator's actor name;
+    NULL for versions made before this migration), so a correction based on an older
+    version can tell a concurrent change by someone else from its own device's."""
+    conn.exec_driver_sql("ALTER TABLE record_versions ADD COLUMN made_by TEXT")
+
+
 @dataclass(frozen=True)
 class Migration:
     version: int
@@ -392,6 +399,7 @@ MIGRATIONS: tuple[Migration, ...] = (
     Migration(6, "device_revocation", _v6_revocation),
     Migration(7, "feed_floor", _v7_feed_floor),
     Migration(8, "wipe_confirmation", _v8_wipe_confirmation),
+    Migration(9, "version_authors", _v9_version_authors),
 )
 
 _CREATE_MIGRATIONS = {

@@ -145,6 +145,7 @@ record_versions = Table(
     Column("recorded_at", UtcDateTime, nullable=False),
     Column("key_id", Text, nullable=False),
     Column("sealed_content", LargeBinary, nullable=False),
+    Column("made_by", Text),  # device id or the consolidator's actor (migration 9)
 )
 
 episodes = Table(

@@ -453,8 +453,20 @@ class SqlSession(MemoryQueries, SearchQueries, WorkQueries):
                 "recorded_at": row.recorded_at,
                 "key_id": row.key_id,
                 "sealed_content": row.sealed_content,
+                "made_by": row.made_by,
             },
         )
+
+    def version_authors(
+        self, space_id: str, record_id: str, after: int
+    ) -> list[tuple[int, str | None]]:
+        c = t.record_versions.c
+        rows = self.conn.execute(
+            select(c.version, c.made_by)
+            .where(c.space_id == space_id, c.record_id == record_id, c.version > after)
+            .order_by(c.version)
+        )
+        return [(int(r[0]), r[1]) for r in rows]
 
     _VERSION_COLS = (
         t.record_versions.c.record_id,

@@ -236,13 +236,6 @@ def test_conflicts_must_be_kept_and_flagged(world: World) -> None:
     assert invariants.conflicts_kept(world.fleet, world.run.trace).passed
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="engine defect found by this check: two offline corrections of one record are "
-    "applied in turn (v2, v3) with no conflict flag, and the device whose correction "
-    "became v3 keeps its own text as v2 (device/sync.py never rewrites a held version), "
-    "silently losing the other device's correction from its history",
-)
 def test_concurrent_offline_corrections_are_kept_and_flagged(world: World) -> None:
     user = world.fleet.users[next(iter(world.fleet.users))]
     phone, laptop = user.devices

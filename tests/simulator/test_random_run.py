@@ -27,10 +27,14 @@ from simulator.stores import cloud_for
 
 pytestmark = pytest.mark.e2e
 
-# No concurrent edits here: the engine does not yet keep and flag them (see the strict
-# xfail in test_invariants.py); every other fault is on, crashes often.
+# Every fault is on and crashes are frequent; concurrent offline corrections have a run
+# of their own below (this seed's run then also holds a stale edit).
 FAULTY = Rates(
     remember=0.3, offline=0.1, crash=0.12, forget=0.1, correct=0.08, concurrent=0.0, stale=0.06
+)
+# One user with three devices that often correct the same record while offline.
+RACING = Rates(
+    remember=0.3, offline=0.05, crash=0.05, forget=0.05, correct=0.1, concurrent=0.2, stale=0.0
 )
 INVARIANT_NAMES = {
     invariants.CONVERGED,
@@ -84,6 +88,19 @@ def test_a_seeded_run_with_real_kills_passes_every_invariant(store: str, tmp_pat
     assert len(report.samples) == 24 + 2  # before the first step, each step, the end
 
 
+def test_a_seeded_run_of_concurrent_corrections_keeps_and_flags_them(
+    store: str, tmp_path: Path
+) -> None:
+    with cloud_for(store, tmp_path / "cloud") as cloud:
+        report = run(RunSettings(devices=3, users=1, steps=20, seed=1, rates=RACING), cloud,
+                     tmp_path / "devices")  # fmt: skip
+    failed = [f"{c.name}: {c.detail}" for c in report.checks if not c.passed]
+    assert report.ok, "\n".join(failed)
+    assert report.counts.get("concurrent edits", 0) >= 3
+    kept = next(c for c in report.checks if c.name == invariants.CONFLICTS_KEPT)
+    assert kept.passed and "kept and flagged" in kept.detail
+
+
 def _outcome(seed: int, steps: int, folder: Path) -> dict[str, object]:
     with RunningCloud.sqlite(folder / "cloud") as cloud:
         report = run(RunSettings(devices=3, users=2, steps=steps, seed=seed, rates=FAULTY),
@@ -115,7 +132,7 @@ def test_the_cli_writes_json_text_and_three_plots(store: str, tmp_path: Path) ->
     out = tmp_path / "report"
     done = _memsync(
         "simulate", "--devices", "2", "--users", "1", "--steps", "10", "--seed", "5",
-        "--concurrent-rate", "0", "--crash-rate", "0.1", "--store", store,
+        "--concurrent-rate", "0.08", "--crash-rate", "0.1", "--store", store,
         "--dir", str(tmp_path / "run"), "--report", str(out), "--json",
     )  # fmt: skip
     assert done.returncode == 0, done.stderr + done.stdout

@@ -1,0 +1,172 @@
+"""Two devices correct one record while offline: both corrections are kept, the later
+one is flagged, and every device ends with the cloud's history, version for version.
+
+Real uvicorn, real SQLCipher devices. The cloud numbers versions in its own order; a
+device's own unconfirmed version moves to the cloud's number (``device.provisional``)
+whichever comes first, the receipt or the other device's pulled version.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from device.sync import SyncSession
+from protocol.operations import ReceiptStatus
+from simulator.cloud_runner import RunningCloud
+from simulator.cloud_view import CloudView
+from simulator.fleet import DeviceHandle, Fleet
+
+pytestmark = pytest.mark.e2e
+
+FIRST = "My sister Odile lives in Lyon."
+ON_PHONE = "My sister Odile lives in Nantes."
+ON_LAPTOP = "My sister Odile lives in Brest."
+AGAIN_ON_LAPTOP = "My sister Odile lives in Rennes."
+
+
+@pytest.fixture
+def fleet(tmp_path: Path) -> Iterator[Fleet]:
+    with RunningCloud.sqlite(tmp_path / "cloud") as cloud:
+        fleet = Fleet(cloud, tmp_path / "devices")
+        try:
+            yield fleet
+        finally:
+            fleet.close()
+
+
+def _say_and(handle: DeviceHandle, text: str, conversation: str) -> None:
+    handle.agent.say(text, conversation)
+
+
+def _start(fleet: Fleet) -> tuple[DeviceHandle, DeviceHandle, str]:
+    ada = fleet.add_user("ada")
+    phone, laptop = fleet.add_device(ada, "phone"), fleet.add_device(ada, "laptop")
+    _say_and(phone, FIRST, "c0")
+    record = phone.agent.remember(FIRST, "c0").record_id
+    phone.agent.sync()
+    laptop.agent.sync()
+    phone.go_offline()
+    laptop.go_offline()
+    return phone, laptop, record
+
+
+def _correct(handle: DeviceHandle, record: str, text: str, conversation: str) -> str:
+    _say_and(handle, text, conversation)
+    return handle.agent.correct(record, text, conversation).op_id
+
+
+def _history(handle: DeviceHandle, record: str) -> list[tuple[int, str | None]]:
+    return [(v.version, v.text) for v in handle.agent.record_history(record)]
+
+
+def _current(handle: DeviceHandle, record: str) -> str | None:
+    (text,) = [v.text for v in handle.agent.record_history(record) if v.current]
+    return text
+
+
+def _cloud_history(fleet: Fleet, space: str, record: str) -> list[tuple[int, str | None]]:
+    return CloudView(fleet.cloud.operator).version_texts(space, record)
+
+
+def test_the_later_correction_is_kept_flagged_and_histories_agree(fleet: Fleet) -> None:
+    phone, laptop, record = _start(fleet)
+    _correct(phone, record, ON_PHONE, "c1")
+    laptops = _correct(laptop, record, ON_LAPTOP, "c2")
+    phone.go_online()
+    assert not phone.agent.sync().conflicts  # first to arrive: nothing raced it
+    laptop.go_online()
+    report = laptop.agent.sync()  # pushes first: its v2 becomes the cloud's v3
+    assert [op for op, _ in report.conflicts] == [laptops]
+    assert "v2" in report.conflicts[0][1] and "both are kept" in report.conflicts[0][1]
+    receipt = laptop.agent.receipt(laptops)
+    assert receipt is not None and receipt.status is ReceiptStatus.CONFLICT
+    phone.agent.sync()
+    cloud = _cloud_history(fleet, phone.user.space_id, record)
+    assert cloud == [(1, FIRST), (2, ON_PHONE), (3, ON_LAPTOP)]
+    assert _history(phone, record) == cloud
+    assert _history(laptop, record) == cloud
+    for handle in (phone, laptop):
+        assert _current(handle, record) == ON_LAPTOP
+
+
+def test_the_other_devices_version_pulled_first_takes_the_number(fleet: Fleet) -> None:
+    """The laptop pulls the phone's v2 before it pushes its own v2 (as after
+    ``pull_required`` or in live sync): its words move to v3 and stay queued."""
+    phone, laptop, record = _start(fleet)
+    _correct(phone, record, ON_PHONE, "c1")
+    laptops = _correct(laptop, record, ON_LAPTOP, "c2")
+    phone.go_online()
+    phone.agent.sync()
+    laptop.go_online()
+    session = SyncSession(
+        laptop.agent._debug_db(), laptop.agent._cloud(), laptop.agent._now, laptop.agent._random
+    )
+    session.pull()
+    assert _history(laptop, record) == [(1, FIRST), (2, ON_PHONE), (3, ON_LAPTOP)]
+    # its own words are kept at v3 and still queued; until the cloud has them, the
+    # cloud's word on the record's state (current: v2) stands, as for any pulled state
+    assert laptop.agent.pending_ops() >= 1
+    session.push()
+    assert [op for op, _ in session.report.conflicts] == [laptops]
+    laptop.agent.sync()
+    phone.agent.sync()
+    cloud = _cloud_history(fleet, phone.user.space_id, record)
+    assert cloud == [(1, FIRST), (2, ON_PHONE), (3, ON_LAPTOP)]
+    assert _history(laptop, record) == cloud == _history(phone, record)
+
+
+def test_two_corrections_on_one_device_against_one_on_another(fleet: Fleet) -> None:
+    phone, laptop, record = _start(fleet)
+    _correct(phone, record, ON_PHONE, "c1")
+    _correct(laptop, record, ON_LAPTOP, "c2")
+    _correct(laptop, record, AGAIN_ON_LAPTOP, "c3")
+    phone.go_online()
+    phone.agent.sync()
+    laptop.go_online()
+    report = laptop.agent.sync()
+    assert len(report.conflicts) == 2  # neither laptop correction saw the phone's
+    phone.agent.sync()
+    cloud = _cloud_history(fleet, phone.user.space_id, record)
+    assert cloud == [(1, FIRST), (2, ON_PHONE), (3, ON_LAPTOP), (4, AGAIN_ON_LAPTOP)]
+    assert _history(laptop, record) == cloud == _history(phone, record)
+
+
+def test_a_correction_after_hearing_of_the_other_is_no_conflict(fleet: Fleet) -> None:
+    phone, laptop, record = _start(fleet)
+    _correct(phone, record, ON_PHONE, "c1")
+    phone.go_online()
+    phone.agent.sync()
+    laptop.go_online()
+    laptop.agent.sync()  # the laptop now holds v2
+    _correct(laptop, record, ON_LAPTOP, "c2")
+    assert not laptop.agent.sync().conflicts
+    phone.agent.sync()
+    assert _history(phone, record) == _history(laptop, record)
+
+
+def test_a_version_1_device_sends_no_base_and_still_converges(tmp_path: Path) -> None:
+    """Protocol 1 has no ``base_version``: the race is not flagged, but the device's
+    own version still moves to the cloud's number, so histories agree."""
+    with RunningCloud.sqlite(tmp_path / "cloud") as cloud:
+        fleet = Fleet(cloud, tmp_path / "devices")
+        try:
+            phone, laptop, record = _start(fleet)
+            laptop.agent._protocol_versions = (1, 1)  # an old device
+            laptop.agent._client = None
+            _correct(phone, record, ON_PHONE, "c1")
+            _correct(laptop, record, ON_LAPTOP, "c2")
+            phone.go_online()
+            phone.agent.sync()
+            laptop.go_online()
+            report = laptop.agent.sync()
+            assert laptop.agent.protocol_version == 1
+            assert not report.conflicts
+            phone.agent.sync()
+            view = _cloud_history(fleet, phone.user.space_id, record)
+            assert view == [(1, FIRST), (2, ON_PHONE), (3, ON_LAPTOP)]
+            assert _history(laptop, record) == view == _history(phone, record)
+        finally:
+            fleet.close()
