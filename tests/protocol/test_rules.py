@@ -431,3 +431,55 @@ def test_forgetting_a_record_never_pushed_still_destroys_its_pushed_words() -> N
         ForgetPermanently(**s.base(), record_id="rec_0000000009", episode_ids=["ep_0000000001"])
     )
     assert again.code is RefusalCode.UNKNOWN_RECORD  # nothing of it is left to forget
+
+
+@given(raced=st.lists(st.integers(min_value=2, max_value=50), min_size=1, max_size=4, unique=True))
+def test_a_correction_that_raced_others_is_applied_and_flagged(raced: list[int]) -> None:
+    """The cloud gathers the versions made by someone else after the correction's base;
+    any such version makes the receipt ``conflict`` (applied, flagged, naming them),
+    none makes it ``applied``."""
+    from dataclasses import replace
+
+    from protocol.ledger import facts_for
+    from protocol.operations import ReceiptStatus
+    from protocol.receipts import receipt_for, receipt_message
+    from protocol.rules import Accept, decide
+
+    s = Script()
+    s.say("ep_0000000001", "I drink my coffee iced.")
+    s.remember("rec_0000000001", "I drink my coffee iced.", "ep_0000000001")
+    s.say("ep_0000000002", "I drink my coffee hot.")
+    op = Correct(
+        **s.base(),
+        record_id="rec_0000000001",
+        text="I drink my coffee hot.",
+        conversation_id="c1",
+        source_episode_ids=["ep_0000000002"],
+        base_version=1,
+    )
+    facts = facts_for(s.ledger, op)
+    calm = receipt_for(0, op, decide(op, facts), AT)
+    assert calm.status is ReceiptStatus.APPLIED and calm.reason is None
+    decision = decide(op, replace(facts, concurrent_versions=raced))
+    assert isinstance(decision, Accept) and decision.versions == (1, 2)
+    receipt = receipt_for(0, op, decision, AT)
+    assert receipt.status is ReceiptStatus.CONFLICT
+    assert receipt.effect is EffectKind.CORRECTED and receipt.versions == [1, 2]
+    assert receipt.reason is not None
+    assert all(f"v{v}" in receipt.reason for v in raced)
+    assert "I drink" not in receipt.reason  # a receipt never quotes a body
+    assert receipt_message(receipt).startswith("Your correction was committed")
+    assert "Flagged" in receipt_message(receipt)
+
+
+def test_a_correction_without_base_version_has_the_same_json_as_before() -> None:
+    op = Correct(
+        **Script().base(),
+        record_id="rec_0000000001",
+        text="I drink my coffee hot.",
+        conversation_id="c1",
+        source_episode_ids=["ep_0000000002"],
+    )
+    assert "base_version" not in op.model_dump(mode="json")
+    with_base = op.model_copy(update={"base_version": 3})
+    assert with_base.model_dump(mode="json")["base_version"] == 3
