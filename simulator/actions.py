@@ -9,15 +9,19 @@ and changes nothing. Adding a fault is adding an ``Action`` to the list.
 
 from __future__ import annotations
 
+import functools
 import random
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
+from simulator.cloud_processes import CloudProcesses
+from simulator.cloud_runner import RunningCloud
 from simulator.driver import Driver
 from simulator.errors import CrashPointNotReached
 from simulator.fleet import DeviceHandle
 from simulator.observe import device_key, live_record_ids
 from simulator.sentences import SentenceMaker
+from simulator.transport import Fault, FaultKind
 
 
 @dataclass
@@ -204,6 +208,53 @@ def stale_edit(ctx: RunContext) -> str:
     )
 
 
+def partition_or_heal(ctx: RunContext) -> str:
+    """Heal every partition if there is one; else cut a random group of devices off
+    from the cloud together (they keep working offline)."""
+    fleet = ctx.driver.fleet
+    if any(h.transport.cut_off for h in ctx.devices):
+        fleet.heal()
+        ctx.count("partitions healed")
+        return "the partition heals"
+    group = ctx.rng.sample(ctx.devices, ctx.rng.randint(1, len(ctx.devices)))
+    group.sort(key=ctx.devices.index)
+    fleet.partition(group)
+    ctx.count("partitions")
+    return "partition: " + ", ".join(ctx.name(h) for h in group) + " cut off from the cloud"
+
+
+def restart_mid_request(ctx: RunContext) -> str:
+    """The cloud process a device talks to restarts (is killed and started again) after
+    it committed the device's push (or answered its pull) and before the device heard."""
+    reachable = [h for h in ctx.devices if h.online and not h.transport.cut_off]
+    if not reachable:
+        ctx.count("restart skipped")
+        return "restart: no device reaches the cloud"
+    handle = ctx.pick(reachable)
+    path = "/v1/push" if handle.agent.pending_ops() else "/v1/pull"
+    cloud = ctx.driver.fleet.cloud
+    restart: Callable[[], None]
+    if isinstance(cloud, CloudProcesses):
+        index = cloud.urls.index(handle.home_url)
+        restart = functools.partial(cloud.restart, index, kill=True)
+    elif isinstance(cloud, RunningCloud):
+        restart = cloud.restart  # stopped and started: the answer was already sent
+    else:
+        ctx.count("restart skipped")
+        return f"restart: a {type(cloud).__name__} cannot be restarted"
+    handle.transport.inject(Fault(kind=FaultKind.SERVER_RESTART, path=path, action=restart))
+    report = ctx.driver.sync(handle)
+    hit = handle.transport.drop_scripted() == 0
+    ctx.count("cloud restarts mid-request" if hit else "restart not reached")
+    outcome = "heard nothing" if report is None else "synced"
+    where = "push" if path == "/v1/push" else "pull"
+    return (
+        f"the cloud restarts during {ctx.name(handle)}'s {where} ({outcome})"
+        if hit
+        else f"{ctx.name(handle)} syncs; its {where} never came, so no restart"
+    )
+
+
 @dataclass(frozen=True)
 class Rates:
     """Per-step probabilities; what is left over (1 - their sum) is a sync."""
@@ -215,6 +266,8 @@ class Rates:
     correct: float = 0.08
     concurrent: float = 0.04
     stale: float = 0.03
+    partition: float = 0.0
+    restart: float = 0.0
 
     def as_dict(self) -> dict[str, float]:
         return {
@@ -225,6 +278,8 @@ class Rates:
             "correct": self.correct,
             "concurrent": self.concurrent,
             "stale": self.stale,
+            "partition": self.partition,
+            "restart": self.restart,
         }
 
 
@@ -238,6 +293,8 @@ def action_set(rates: Rates) -> list[Action]:
         "correct": correct,
         "concurrent": concurrent_edit,
         "stale": stale_edit,
+        "partition": partition_or_heal,
+        "restart": restart_mid_request,
     }
     given = rates.as_dict()
     actions = [Action(name, given[name], perform) for name, perform in named.items()]

@@ -30,6 +30,8 @@ RATE_FLAGS = {
     "correct": "--correct-rate",
     "concurrent": "--concurrent-rate",
     "stale": "--stale-edit-rate",
+    "partition": "--partition-rate",
+    "restart": "--restart-rate",
 }
 RATE_HELP = {
     "remember": "a device remembering a sentence the user typed",
@@ -39,8 +41,20 @@ RATE_HELP = {
     "correct": "a device correcting a record",
     "concurrent": "two devices of a user correcting the same record while offline",
     "stale": "an offline device editing a record another device just forgot",
+    "partition": "a random group of devices cut off from the cloud together, or the cut healed",
+    "restart": "the cloud process a device talks to killed and restarted after it committed "
+    "the device's push (or answered its pull) and before the device heard",
 }
-RANDOM_RUN_ARGS = ("devices", "users", "steps", "seed", "report")
+RANDOM_RUN_ARGS = (
+    "devices",
+    "users",
+    "steps",
+    "seed",
+    "report",
+    "network_faults",
+    "clock_skew",
+    "clouds",
+)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -86,6 +100,26 @@ def build_parser() -> argparse.ArgumentParser:
             metavar="P",
             help=f"per-step probability of {RATE_HELP[name]} (default {getattr(defaults, name)})",
         )
+    run.add_argument(
+        "--network-faults",
+        type=float,
+        metavar="P",
+        help="per-request probability, on each device, of a transport fault: a dropped "
+        "request or answer, a timeout, a duplicated delivery or a stale replay (default 0)",
+    )
+    run.add_argument(
+        "--clock-skew",
+        type=float,
+        metavar="HOURS",
+        help="each device's clock is off by up to this many hours, either way (default 0)",
+    )
+    run.add_argument(
+        "--clouds",
+        type=int,
+        metavar="N",
+        help="serve the store from N real 'memsync cloud serve' processes, devices spread "
+        "across them (default 1: one server in this process)",
+    )
     run.add_argument(
         "--report", type=Path, metavar="DIR", help="write report.json, report.txt and PNGs here"
     )

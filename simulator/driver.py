@@ -209,10 +209,14 @@ class Driver:
         ]
 
     def sync_until_quiet(self, max_rounds: int = 8) -> int | None:
-        """Every device online, then sync rounds until one changes nothing anywhere.
+        """Every device online on a clean network (partitions healed, faults off), then
+        sync rounds until one changes nothing anywhere.
         Returns the rounds it took, or None when it never went quiet."""
         devices = list(self.fleet.devices())
+        self.fleet.heal()
         for handle in devices:
+            handle.transport.plan = None  # the network is clean from here on
+            handle.transport.drop_scripted()
             handle.go_online()
         for round_no in range(1, max_rounds + 1):
             busy = False

@@ -19,7 +19,7 @@ from pathlib import Path
 from simulator import run_report
 from simulator.actions import Rates
 from simulator.random_run import Progress, RunSettings, run
-from simulator.stores import check_store, cloud_for, describe_store
+from simulator.stores import check_store, clouds_for, describe_store
 
 
 def settings_from(args: argparse.Namespace) -> RunSettings:
@@ -35,6 +35,10 @@ def settings_from(args: argparse.Namespace) -> RunSettings:
         steps=defaults.steps if args.steps is None else args.steps,
         seed=defaults.seed if args.seed is None else args.seed,
         rates=Rates(**given),
+        network_faults=(
+            defaults.network_faults if args.network_faults is None else args.network_faults
+        ),
+        clock_skew_hours=defaults.clock_skew_hours if args.clock_skew is None else args.clock_skew,
     )
 
 
@@ -73,11 +77,13 @@ def random_run(args: argparse.Namespace) -> int:
         if folder is None:
             folder = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="memsync-sim-")))
         folder.mkdir(parents=True, exist_ok=True)
-        cloud = stack.enter_context(cloud_for(args.store, folder / "cloud"))
+        clouds = 1 if args.clouds is None else args.clouds
+        cloud = clouds_for(args.store, folder / "cloud", clouds)
+        stack.enter_context(cloud)
         if not args.json:
             print(
-                f"cloud listening on {cloud.url} (store: {describe_store(args.store)}); "
-                f"devices in {folder}",
+                f"cloud listening on {', '.join(cloud.urls)} (store: "
+                f"{describe_store(args.store)}); devices in {folder}",
                 flush=True,
             )
         progress = stack.enter_context(_progress_bar(show_bar, settings.steps))

@@ -17,12 +17,14 @@ import random
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
 from cloud.service import decode_cursor
 from device import store
 from simulator.actions import Rates, RunContext, action_set, choose
+from simulator.cloud_processes import CloudProcesses
 from simulator.cloud_runner import RunningCloud
 from simulator.driver import Driver
 from simulator.errors import InvalidRunSettings
@@ -34,9 +36,11 @@ from simulator.sealed import SealedFleet
 from simulator.sentences import SentenceMaker
 from simulator.stores import describe_store
 from simulator.trace import RunTrace
+from simulator.transport import RandomFaults
 
 Progress = Callable[[int, int], None]  # (steps done, steps in all)
 MAX_QUIET_ROUNDS = 8
+MAX_SKEW_HOURS = 72.0
 
 
 @dataclass(frozen=True)
@@ -46,6 +50,8 @@ class RunSettings:
     steps: int = 60
     seed: int = 0
     rates: Rates = field(default_factory=Rates)
+    network_faults: float = 0.0  # per-request probability of a transport fault per device
+    clock_skew_hours: float = 0.0  # each device's clock is off by up to this, either way
 
     def validate(self) -> None:
         if self.users < 1:
@@ -56,6 +62,14 @@ class RunSettings:
             )
         if self.steps < 0:
             raise InvalidRunSettings(f"steps={self.steps}: must be 0 or more")
+        if not 0.0 <= self.network_faults <= 1.0:
+            raise InvalidRunSettings(
+                f"network faults {self.network_faults}: a per-request probability, 0 to 1"
+            )
+        if not 0.0 <= self.clock_skew_hours <= MAX_SKEW_HOURS:
+            raise InvalidRunSettings(
+                f"clock skew {self.clock_skew_hours} h: must be 0 to {MAX_SKEW_HOURS} hours"
+            )
         for name, rate in self.rates.as_dict().items():
             if not 0.0 <= rate <= 1.0:
                 raise InvalidRunSettings(f"{name} rate {rate}: must be between 0 and 1")
@@ -73,6 +87,8 @@ class RunSettings:
             "steps": self.steps,
             "seed": self.seed,
             "rates": {**self.rates.as_dict(), "sync": _sync_rate(self.rates)},
+            "network_faults": self.network_faults,
+            "clock_skew_hours": self.clock_skew_hours,
         }
 
 
@@ -81,12 +97,22 @@ def _sync_rate(rates: Rates) -> float:
 
 
 def _build_fleet(fleet: SealedFleet, settings: RunSettings) -> list[DeviceHandle]:
-    """Users u0..u(U-1); devices spread round-robin, named d0, d1, ... per user."""
+    """Users u0..u(U-1); devices spread round-robin, named d0, d1, ... per user, each
+    with its clock skew and its own seeded stream of network faults (from streams of
+    their own, so the actions' choices do not depend on them)."""
     users = [fleet.add_user(f"u{i}") for i in range(settings.users)]
+    skews = random.Random(f"skew:{settings.seed}")
     handles = []
     for n in range(settings.devices):
         user = users[n % settings.users]
-        handles.append(fleet.add_device(user, f"d{len(user.devices)}"))
+        hours = settings.clock_skew_hours
+        skew = timedelta(hours=skews.uniform(-hours, hours)) if hours else timedelta(0)
+        plan = (
+            RandomFaults(random.Random(f"net:{settings.seed}:{n}"), rate=settings.network_faults)
+            if settings.network_faults
+            else None
+        )
+        handles.append(fleet.add_device(user, f"d{len(user.devices)}", clock_skew=skew, plan=plan))
     return handles
 
 
@@ -118,7 +144,7 @@ def _sample(ctx: RunContext, fleet: SealedFleet, step: int, elapsed: float) -> S
 
 def run(
     settings: RunSettings,
-    cloud: RunningCloud,
+    cloud: RunningCloud | CloudProcesses,
     root: Path,
     *,
     progress: Progress | None = None,
@@ -158,6 +184,9 @@ def run(
             if rounds is not None
             else f"   end: still busy after {MAX_QUIET_ROUNDS} sync rounds"
         )
+        faults = sum(len(h.transport.log) for h in handles)
+        if faults:
+            ctx.count("network faults injected", faults)
         report.counts = dict(sorted(ctx.counts.items()))
         report.forgets = [
             {**t.__dict__, "record_id": ctx.label(t.record_id)} for t in driver.timings()

@@ -13,6 +13,7 @@ import secrets
 from pathlib import Path
 from typing import Any
 
+from simulator.cloud_processes import CloudProcesses
 from simulator.cloud_runner import RunningCloud
 from simulator.fleet import Fleet, User
 from simulator.report import Check
@@ -23,7 +24,12 @@ class SealedFleet(Fleet):
     """A ``Fleet`` whose users are unique to it and whose walls can be checked."""
 
     def __init__(
-        self, cloud: RunningCloud, root: Path, *, run_id: str | None = None, **options: Any
+        self,
+        cloud: RunningCloud | CloudProcesses,
+        root: Path,
+        *,
+        run_id: str | None = None,
+        **options: Any,
     ) -> None:
         super().__init__(cloud, root, **options)
         self.run_id = run_id or secrets.token_hex(4)

@@ -10,6 +10,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from cloud.config import CloudConfig
+from simulator.cloud_processes import CloudProcesses
 from simulator.cloud_runner import RunningCloud
 from simulator.errors import InvalidRunSettings
 
@@ -36,11 +37,32 @@ def check_store(store: str) -> None:
         )
 
 
+MAX_PROCESSES = 8
+
+
 def cloud_for(store: str, folder: Path) -> RunningCloud:
     """A (not yet started) cloud on ``store`` with its files in ``folder``."""
     check_store(store)
+    folder.mkdir(parents=True, exist_ok=True)
     if store == SQLITE:
         return RunningCloud.sqlite(folder)
-    folder.mkdir(parents=True, exist_ok=True)
     url = store.replace("postgres://", "postgresql://", 1)
     return RunningCloud(CloudConfig(store_url=url, key_store_path=folder / "keys.db"))
+
+
+def clouds_for(store: str, folder: Path, processes: int) -> RunningCloud | CloudProcesses:
+    """``cloud_for``, or with ``processes`` > 1 that many real ``memsync cloud serve``
+    processes on the store (one key-store file), not yet started."""
+    check_store(store)
+    if not 1 <= processes <= MAX_PROCESSES:
+        raise InvalidRunSettings(
+            f"clouds={processes}: serve with 1 to {MAX_PROCESSES} cloud processes"
+        )
+    if processes == 1:
+        return cloud_for(store, folder)
+    folder.mkdir(parents=True, exist_ok=True)
+    if store == SQLITE:
+        return CloudProcesses.sqlite(folder, processes)
+    return CloudProcesses.postgres(
+        store.replace("postgres://", "postgresql://", 1), folder, processes
+    )

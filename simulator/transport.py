@@ -231,6 +231,12 @@ class FaultInjectingTransport(httpx.BaseTransport):
         """Scripted faults not yet used."""
         return len(self._script)
 
+    def drop_scripted(self) -> int:
+        """Forget the scripted faults no request has matched; return how many."""
+        left = len(self._script)
+        self._script.clear()
+        return left
+
     @property
     def held(self) -> int:
         """Copies held for a later (stale) delivery."""

@@ -23,7 +23,7 @@ from simulator.fleet import Fleet
 from simulator.processes import SOURCE_ROOT
 from simulator.random_run import RunSettings, run
 from simulator.report import Check
-from simulator.stores import cloud_for
+from simulator.stores import cloud_for, clouds_for
 
 pytestmark = pytest.mark.e2e
 
@@ -101,6 +101,34 @@ def test_a_seeded_run_of_concurrent_corrections_keeps_and_flags_them(
     assert kept.passed and "kept and flagged" in kept.detail
 
 
+# Every fault at once: transport faults on every request stream, skewed clocks,
+# partitions and cloud restarts mid-request, besides kills and races.
+EVERYTHING = Rates(
+    remember=0.25, offline=0.08, crash=0.06, forget=0.08, correct=0.06, concurrent=0.06,
+    stale=0.04, partition=0.06, restart=0.05,
+)  # fmt: skip
+
+
+def test_a_run_under_every_fault_passes_every_invariant(store: str, tmp_path: Path) -> None:
+    """On PostgreSQL the store is served by two real cloud processes, devices spread
+    across both, and a restart kills and restarts the process a device talks to."""
+    settings = RunSettings(
+        devices=4, users=2, steps=30, seed=2, rates=EVERYTHING, network_faults=0.15,
+        clock_skew_hours=6,
+    )  # fmt: skip
+    processes = 1 if store == "sqlite" else 2
+    with clouds_for(store, tmp_path / "cloud", processes) as cloud:
+        report = run(settings, cloud, tmp_path / "devices")
+    failed = [f"{c.name}: {c.detail}" for c in report.checks if not c.passed]
+    assert report.ok, "\n".join(failed)
+    counts = report.counts
+    assert counts.get("cloud restarts mid-request", 0) >= 1
+    assert counts.get("partitions", 0) >= 1
+    assert counts.get("network faults injected", 0) >= 5
+    assert counts.get("killed at push_answered", 0) >= 1
+    assert report.settings["network_faults"] == 0.15
+
+
 def _outcome(seed: int, steps: int, folder: Path) -> dict[str, object]:
     with RunningCloud.sqlite(folder / "cloud") as cloud:
         report = run(RunSettings(devices=3, users=2, steps=steps, seed=seed, rates=FAULTY),
@@ -126,6 +154,23 @@ def _memsync(*args: str) -> subprocess.CompletedProcess[str]:
         timeout=600,
         check=False,
     )
+
+
+def test_the_cli_takes_every_fault(store: str, tmp_path: Path) -> None:
+    clouds = "1" if store == "sqlite" else "2"
+    done = _memsync(
+        "simulate", "--devices", "3", "--users", "1", "--steps", "12", "--seed", "2",
+        "--network-faults", "0.2", "--clock-skew", "3", "--partition-rate", "0.1",
+        "--restart-rate", "0.1", "--clouds", clouds, "--store", store,
+        "--dir", str(tmp_path / "run"), "--json",
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr + done.stdout
+    printed = json.loads(done.stdout)
+    assert printed["ok"] is True
+    assert printed["settings"]["clock_skew_hours"] == 3.0
+    assert printed["settings"]["rates"]["restart"] == 0.1
+    refused = _memsync("simulate", "--steps", "1", "--clouds", "0", "--dir", str(tmp_path / "x"))
+    assert refused.returncode == 2 and "clouds=0" in refused.stderr
 
 
 def test_the_cli_writes_json_text_and_three_plots(store: str, tmp_path: Path) -> None:
