@@ -844,33 +844,23 @@ def _compactable() -> ColumnElement[bool]:
         .where(p.space_id == c.space_id, p.name == c.project, p.seq == c.seq)
         .exists()
     )
-    version_gone = (
-        select(literal(1))
-        .where(
-            v.space_id == c.space_id,
-            v.record_id == c.record_id,
-            v.version == c.version,
-            _destroyed_key(v.space_id, v.key_id),
-        )
-        .exists()
+
+    def destroyed(space: Any, key: Any, *same: Any) -> Any:
+        """The content row matched by ``same`` has had its key destroyed."""
+        return select(literal(1)).where(*same, _destroyed_key(space, key)).exists()
+
+    version_gone = destroyed(
+        v.space_id,
+        v.key_id,
+        v.space_id == c.space_id,
+        v.record_id == c.record_id,
+        v.version == c.version,
     )
-    episode_gone = (
-        select(literal(1))
-        .where(
-            ep.space_id == c.space_id,
-            ep.episode_id == c.episode_id,
-            _destroyed_key(ep.space_id, ep.key_id),
-        )
-        .exists()
+    episode_gone = destroyed(
+        ep.space_id, ep.key_id, ep.space_id == c.space_id, ep.episode_id == c.episode_id
     )
-    artifact_gone = (
-        select(literal(1))
-        .where(
-            art.space_id == c.space_id,
-            art.artifact_id == c.artifact_id,
-            _destroyed_key(art.space_id, art.key_id),
-        )
-        .exists()
+    artifact_gone = destroyed(
+        art.space_id, art.key_id, art.space_id == c.space_id, art.artifact_id == c.artifact_id
     )
     awaited = (
         select(literal(1))
