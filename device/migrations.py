@@ -28,6 +28,7 @@ MIGRATIONS: tuple[Migration, ...] = (
     Migration(2, "full memory record", schema.V2),
     Migration(3, "retrieval indexes", schema.V3),
     Migration(4, "writing memory: candidates and device-only classes", schema.V4),
+    Migration(6, "indexes on the columns that reference data keys", schema.V6_KEY_INDEXES),
 )
 
 _LEDGER = """

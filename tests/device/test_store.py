@@ -126,6 +126,7 @@ def test_migrations_recorded_and_idempotent(make_agent: MakeAgent) -> None:
         (2, "full memory record"),
         (3, "retrieval indexes"),
         (4, "writing memory: candidates and device-only classes"),
+        (6, "indexes on the columns that reference data keys"),
     ]
     agent.close()
     again = DeviceAgent.open(agent.directory, PASSPHRASE, clock=TickingClock())
