@@ -11,7 +11,9 @@ import argparse
 import json
 import os
 import platform
+import signal
 import sqlite3
+import sys
 import tempfile
 import time
 from collections.abc import Callable, Iterator
@@ -403,6 +405,8 @@ def main() -> None:
         help="'sync': only issue 6's sync benches (fleet, pull cost, key destruction)",
     )
     args = parser.parse_args()
+    # a SIGTERM unwinds like Ctrl-C, so clouds stop and bench databases are dropped
+    signal.signal(signal.SIGTERM, lambda _signum, _frame: sys.exit(143))
     console = Console()
     if args.only == "sync":
         result = run_sync(args.smoke)

@@ -130,7 +130,21 @@ def fill_space(service: CloudService, name: str, n: int, tag: int) -> BuiltSpace
     chunk = 5_000  # records per generated slice, so 100k ops never sit in memory at once
     for first in range(0, n, chunk):
         push_checked(service, space_id, writer, memory_ops(tag, first, min(chunk, n - first), tag))
+        analyze(service)
     return BuiltSpace(space_id, writer, tag, n, time.perf_counter() - start)
+
+
+def analyze(service: CloudService) -> None:
+    """PostgreSQL: refresh the planner's statistics, as autovacuum would in production.
+
+    The server here runs with autovacuum off. psycopg prepares a statement after five
+    runs and PostgreSQL may then keep a generic plan chosen while the tables were nearly
+    empty (a sequential scan) until an ANALYZE invalidates it; filling 100k records
+    then slows down with every batch. SQLite: nothing to do."""
+    if service.store.dialect == "postgresql":
+        with service.store.engine.connect() as conn:
+            conn.exec_driver_sql("ANALYZE")
+            conn.commit()
 
 
 def headless_device(service: CloudService, space_id: str, name: str) -> str:
