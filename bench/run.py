@@ -11,7 +11,9 @@ import argparse
 import json
 import os
 import platform
+import signal
 import sqlite3
+import sys
 import tempfile
 import time
 from collections.abc import Callable, Iterator
@@ -30,6 +32,7 @@ from bench import detector as detector_bench
 from bench import embedding as embedding_bench
 from bench import live as live_bench
 from bench import retrieval as retrieval_bench
+from bench import sync_suite
 from device.agent import DeviceAgent
 from protocol.ids import make_id
 from protocol.messages import PushRequest
@@ -196,11 +199,32 @@ def _wire_ops(n: int) -> list[dict[str, Any]]:
     return ops
 
 
+def _machine() -> dict[str, Any]:
+    return {
+        "python": platform.python_version(),
+        "platform": platform.platform(),
+        "cpus": os.cpu_count(),
+        "sqlcipher": sqlcipher3.connect(":memory:").execute("PRAGMA cipher_version").fetchone()[0],
+    }
+
+
+def run_sync(smoke: bool) -> dict[str, Any]:
+    """Issue 6's sync benches alone (``--only sync``)."""
+    with tempfile.TemporaryDirectory(prefix="memsync-bench-sync-") as tmp:
+        sync = sync_suite.run(Path(tmp), sync_suite.SMOKE if smoke else sync_suite.FULL)
+    return {
+        "when": datetime.now(UTC).isoformat(timespec="seconds"),
+        "machine": _machine(),
+        "sync": sync,
+    }
+
+
 def run(
     n_device: int, n_push: int, sizes: list[int], smoke: bool, n_consolidate: int
 ) -> dict[str, Any]:
     with tempfile.TemporaryDirectory(prefix="memsync-bench-") as tmp:
         root = Path(tmp)
+        sync = sync_suite.run(root / "sync", sync_suite.SMOKE if smoke else sync_suite.FULL)
         quality = retrieval_bench.quality(root / "eval", smoke)
         latency = retrieval_bench.latency(root / "latency", sizes, 20 if smoke else 200)
         embedding = embedding_bench.measure(smoke)
@@ -241,14 +265,7 @@ def run(
     }
     return {
         "when": datetime.now(UTC).isoformat(timespec="seconds"),
-        "machine": {
-            "python": platform.python_version(),
-            "platform": platform.platform(),
-            "cpus": os.cpu_count(),
-            "sqlcipher": sqlcipher3.connect(":memory:")
-            .execute("PRAGMA cipher_version")
-            .fetchone()[0],
-        },
+        "machine": _machine(),
         "workload": {
             "device_pairs": n_device,
             "push_pairs": n_push,
@@ -263,6 +280,7 @@ def run(
         "embedding": embedding,
         "detector": detector,
         "live_sync": live,
+        "sync": sync,
     }
 
 
@@ -310,6 +328,67 @@ def render_retrieval(result: dict[str, Any]) -> list[Table]:
     return [quality, latency, embedding]
 
 
+def _ms(value: float) -> str:
+    return f"{value:,.1f}"
+
+
+def render_sync(sync: dict[str, Any]) -> list[Table]:
+    """Issue 6: the fleet, pull cost by space size, key destruction on a big device."""
+    fleet = Table(
+        title="fleet sync over loopback HTTP ("
+        + ", ".join(f"{k}={sync['sizes'][k]}" for k in ("devices", "users", "rounds", "threads"))
+        + f"; PostgreSQL {sync['postgresql']})"
+    )
+    columns = ["store", "push p50 ms", "push p99 ms", "pull p50 ms", "pull p99 ms"]
+    columns += ["req/s", "ops/s", "errors", "converged"]
+    for col in columns:
+        fleet.add_column(col, justify="left" if col == "store" else "right")
+    for store, f in sync["fleet"].items():
+        fleet.add_row(
+            store,
+            _ms(f["push_p50_ms"]),
+            _ms(f["push_p99_ms"]),
+            _ms(f["pull_p50_ms"]),
+            _ms(f["pull_p99_ms"]),
+            f"{f['requests_per_s']:,.0f}",
+            f"{f['ops_pushed_per_s']:,.0f}",
+            str(f["errors"]),
+            f"{f['devices_converged']}/{f['devices']}",
+        )
+    cost = Table(title="pull cost: one new memory (3 changes) pulled, by space size (median)")
+    for col in ("store", "records", "pull p50 ms", "pull p90 ms", "sync p50 ms", "ratio"):
+        cost.add_column(col, justify="left" if col == "store" else "right")
+    for store, figures in sync["pull_cost"].items():
+        sizes = sorted(int(k) for k in figures if k.isdigit())
+        for n in sizes:
+            row = figures[str(n)]
+            ratio = f"{figures['ratio_pull']:.2f}x" if n == sizes[-1] else ""
+            cost.add_row(
+                store,
+                f"{n:,}",
+                _ms(row["pull_p50_ms"]),
+                _ms(row["pull_p90_ms"]),
+                _ms(row["sync_p50_ms"]),
+                ratio,
+            )
+    destruction = Table(title="device applying key-destruction events (one sync, SQLite cloud)")
+    for col in ("records", "events", "apply s", "ms/event", "db MB before", "db MB after"):
+        destruction.add_column(col, justify="right")
+    figures = sync["destruction"]
+    for key in sorted((k for k in figures if k.isdigit()), key=int):
+        d = figures[key]
+        destruction.add_row(
+            f"{d['records']:,}",
+            f"{d['forgotten']:,}",
+            f"{d['device_apply_s']:.2f}",
+            f"{d['device_ms_per_event']:.2f}",
+            f"{d['db_file_mb_before']:.1f} + WAL {d['db_wal_mb_before']:.1f}",
+            f"{d['db_file_mb_after']:.1f} + WAL {d['db_wal_mb_after']:.1f}",
+        )
+    destruction.add_row("ratio", "", f"{figures['ratio_apply']:.2f}x", "", "", "")
+    return [fleet, cost, destruction]
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--smoke", action="store_true", help="tiny workload, for CI")
@@ -322,20 +401,38 @@ def main() -> None:
         default=[1_000, 10_000, 100_000],
         help="store sizes for the retrieval latency figures",
     )
+    parser.add_argument(
+        "--only",
+        choices=["all", "sync"],
+        default="all",
+        help="'sync': only issue 6's sync benches (fleet, pull cost, key destruction)",
+    )
     args = parser.parse_args()
+    # a SIGTERM unwinds like Ctrl-C, so clouds stop and bench databases are dropped
+    signal.signal(signal.SIGTERM, lambda _signum, _frame: sys.exit(143))
+    console = Console()
+    if args.only == "sync":
+        result = run_sync(args.smoke)
+        result["smoke"] = args.smoke
+        RESULTS.write_text(json.dumps(result, indent=2) + "\n")
+        for table in render_sync(result["sync"]):
+            console.print(table)
+        print(f"wrote {RESULTS}")
+        return
     n_device, n_push = (20, 20) if args.smoke else (args.device_pairs, args.push_pairs)
     n_consolidate = 20 if args.smoke else args.candidates
     sizes = [200] if args.smoke else args.sizes
     result = run(n_device, n_push, sizes, args.smoke, n_consolidate)
     result["smoke"] = args.smoke
     RESULTS.write_text(json.dumps(result, indent=2) + "\n")
-    console = Console()
     console.print(render(result))
-    for table in [
+    tables = [
         *render_retrieval(result),
         *detector_bench.render(result["detector"]),
         live_bench.render(result["live_sync"]),
-    ]:
+        *render_sync(result["sync"]),
+    ]
+    for table in tables:
         console.print(table)
     print(f"wrote {RESULTS}")
 

@@ -29,6 +29,7 @@ MIGRATIONS: tuple[Migration, ...] = (
     Migration(3, "retrieval indexes", schema.V3),
     Migration(4, "writing memory: candidates and device-only classes", schema.V4),
     Migration(5, "sync under fire: resync marker and wipe confirmation", schema.V5),
+    Migration(6, "indexes on the columns that reference data keys", schema.V6_KEY_INDEXES),
 )
 
 _LEDGER = """
