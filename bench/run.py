@@ -209,13 +209,16 @@ def _machine() -> dict[str, Any]:
 
 
 def run_sync(smoke: bool) -> dict[str, Any]:
-    """Issue 6's sync benches alone (``--only sync``)."""
+    """Issue 6's sync benches alone (``--only sync``): fleet, pull cost, key destruction
+    and live sync."""
     with tempfile.TemporaryDirectory(prefix="memsync-bench-sync-") as tmp:
-        sync = sync_suite.run(Path(tmp), sync_suite.SMOKE if smoke else sync_suite.FULL)
+        sync = sync_suite.run(Path(tmp) / "sync", sync_suite.SMOKE if smoke else sync_suite.FULL)
+        live = live_bench.measure(Path(tmp) / "live", smoke)
     return {
         "when": datetime.now(UTC).isoformat(timespec="seconds"),
         "machine": _machine(),
         "sync": sync,
+        "live_sync": live,
     }
 
 
@@ -405,7 +408,7 @@ def main() -> None:
         "--only",
         choices=["all", "sync"],
         default="all",
-        help="'sync': only issue 6's sync benches (fleet, pull cost, key destruction)",
+        help="'sync': only issue 6's sync benches (fleet, pull cost, key destruction, live)",
     )
     args = parser.parse_args()
     # a SIGTERM unwinds like Ctrl-C, so clouds stop and bench databases are dropped
@@ -415,7 +418,7 @@ def main() -> None:
         result = run_sync(args.smoke)
         result["smoke"] = args.smoke
         RESULTS.write_text(json.dumps(result, indent=2) + "\n")
-        for table in render_sync(result["sync"]):
+        for table in [*render_sync(result["sync"]), live_bench.render(result["live_sync"])]:
             console.print(table)
         print(f"wrote {RESULTS}")
         return
