@@ -75,6 +75,7 @@ from cloud.store.base import CompactionReport, StoreSession
 from cloud.store.sql import SqlSession
 from cloud.validation import describe
 from cloud.vault import Vault
+from protocol.errors import FieldNotInVersion
 from protocol.ids import is_id, make_id
 from protocol.messages import (
     AccountKeyRequest,
@@ -109,6 +110,8 @@ from protocol.operations import (
 )
 from protocol.receipts import duplicate_of, receipt_for
 from protocol.rules import Accept, decide
+from protocol.version import PROTOCOL_VERSION
+from protocol.versioned import introduced_in, newer_fields
 
 log = logging.getLogger("memsync.cloud")
 
@@ -355,7 +358,7 @@ class CloudService:
             vault = self.vault.for_push()  # this push's keys and DEKs, dropped with it
             first = s.last_seq(space_id)
             receipts = [
-                self._apply(s, vault, space_id, device_id, index, raw, now)
+                self._apply(s, vault, space_id, device_id, index, raw, now, req.protocol_version)
                 for index, raw in enumerate(req.ops)
             ]
             s.touch_device(space_id, device_id, now)
@@ -423,6 +426,7 @@ class CloudService:
         index: int,
         raw: dict[str, object],
         now: datetime,
+        version: int = PROTOCOL_VERSION,
     ) -> Receipt:
         raw_op_id = raw.get("op_id")
         op_id = raw_op_id if isinstance(raw_op_id, str) and is_id("op", raw_op_id) else None
@@ -432,14 +436,20 @@ class CloudService:
                 return duplicate_of(Receipt.model_validate_json(stored), index)
         try:
             op = OPERATION_ADAPTER.validate_python(raw)
-        except ValidationError as exc:
+            newer = [name for name in newer_fields(type(op), version) if name in raw]
+            if newer:
+                raise FieldNotInVersion(
+                    type(op).__name__, newer[0], introduced_in(type(op), newer[0]), version
+                )
+        except (ValidationError, FieldNotInVersion) as exc:
             shown = op_id or (repr(raw_op_id)[:80] if raw_op_id is not None else "without op_id")
+            why = describe(exc) if isinstance(exc, ValidationError) else str(exc)
             receipt = Receipt(
                 index=index,
                 op_id=op_id,
                 status=ReceiptStatus.REFUSED,
                 code=RefusalCode.MALFORMED,
-                reason=f"op {index} ({shown}) is malformed: {describe(exc)}",
+                reason=f"op {index} ({shown}) is malformed: {why}",
             )
             if op_id is not None:
                 s.put_receipt(

@@ -20,6 +20,7 @@ Invariants:
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from typing import Any, TypeVar
 
 import httpx
@@ -76,14 +77,17 @@ class CloudClient:
     def post(
         self,
         path: str,
-        body: BaseModel,
+        body: BaseModel | Callable[[int], BaseModel],
         response_model: type[ResponseT],
         *,
         auth: bool = True,
         timeout: float | None = None,
     ) -> ResponseT:
         """``timeout`` (seconds) replaces the client's for this request (a live pull must
-        wait longer than the cloud may hold it)."""
+        wait longer than the cloud may hold it). ``body`` may be a function of the
+        protocol version, for bodies whose raw parts depend on it (a push's ops): it is
+        built again for the version negotiated if the cloud refuses the first."""
+        build = body if callable(body) else (lambda _version: body)
         headers = {"content-type": "application/json"}
         if auth:
             if self.credential is None:
@@ -91,10 +95,10 @@ class CloudClient:
                     f"POST {path} needs a device credential; enroll this device first"
                 )
             headers["authorization"] = f"Bearer {self.credential}"
-        response = self._send(path, body, headers, timeout)
+        response = self._send(path, build(self._version), headers, timeout)
         refusal = _version_refusal(response)
         if refusal is not None and self._negotiate(refusal):
-            response = self._send(path, body, headers, timeout)
+            response = self._send(path, build(self._version), headers, timeout)
         return self._parse(path, response, response_model)
 
     def _send(

@@ -28,6 +28,7 @@ Invariants:
 
 from __future__ import annotations
 
+import functools
 import json
 from collections.abc import Callable
 from datetime import datetime
@@ -170,9 +171,10 @@ class SyncSession:
             rows = store.queue_batch(self.db, MAX_OPS_PER_PUSH)
             if not rows:
                 return
-            ops = [self._wire_op(row) for row in rows]
+            # the ops are raw JSON, so they are built for the version they go out in
+            request = functools.partial(self._push_request, rows)
             try:
-                response = self.client.post("/v1/push", PushRequest(ops=ops), PushResponse)
+                response = self.client.post("/v1/push", request, PushResponse)
             except ServerRefused as exc:
                 if exc.code == ErrorCode.PULL_REQUIRED.value and not pulled_first:
                     pulled_first = True
@@ -202,7 +204,10 @@ class SyncSession:
             )
         return store.open_version(self.db, version)
 
-    def _wire_op(self, row: Any) -> dict[str, Any]:
+    def _push_request(self, rows: list[Any], version: int) -> PushRequest:
+        return PushRequest(ops=[self._wire_op(row, version) for row in rows])
+
+    def _wire_op(self, row: Any, version: int) -> dict[str, Any]:
         """The wire op: the queued JSON plus the text re-read from its sealed row."""
         op = json.loads(row["op_json"])
         op.setdefault("initiated_by", "user")  # ops queued before protocol issue 3
@@ -232,7 +237,7 @@ class SyncSession:
             op["payload"] = catalog.open_artifact(self.db, artifact).payload
         validated = OPERATION_ADAPTER.validate_python(op)
         result: dict[str, Any] = validated.model_dump(mode="json")
-        if self.client.protocol_version < BASE_VERSION_SINCE:
+        if version < BASE_VERSION_SINCE:
             result.pop("base_version", None)  # a version-1 cloud does not know it
         return result
 

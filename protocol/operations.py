@@ -42,6 +42,7 @@ from protocol.model import (
     TimeKind,
     UsageRestriction,
 )
+from protocol.version import Since
 from protocol.wire import B64Bytes, UtcDatetime, WireModel
 
 
@@ -140,7 +141,7 @@ class Correct(_Op):
     text: Text
     conversation_id: ConversationId
     source_episode_ids: SourceEpisodes
-    base_version: Annotated[int, Field(ge=1, le=2**31)] | None = None
+    base_version: Annotated[int | None, Since(2), Field(ge=1, le=2**31)] = None
 
     @model_serializer(mode="wrap")
     def _omit_no_base(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:

@@ -170,3 +170,72 @@ def test_a_version_1_device_sends_no_base_and_still_converges(tmp_path: Path) ->
             assert _history(laptop, record) == view == _history(phone, record)
         finally:
             fleet.close()
+
+
+def test_a_version_2_device_corrects_through_a_version_1_cloud(tmp_path: Path) -> None:
+    """The push's ops are built for the version negotiated: a v2 device stepping down
+    to a v1-only cloud sends no ``base_version`` (which that cloud refuses, per op)."""
+    from cloud.config import CloudConfig
+
+    config = CloudConfig(
+        store_url=f"sqlite:///{tmp_path / 'records.db'}",
+        key_store_path=tmp_path / "keys.db",
+        supported_versions=(1, 1),
+    )
+    with RunningCloud(config) as cloud:
+        fleet = Fleet(cloud, tmp_path / "devices")
+        try:
+            phone, _laptop, record = _start(fleet)
+            assert phone.agent.protocol_version == 1  # stepped down while enrolling
+            phone.go_online()
+            sent: list[bytes] = []
+            inner = phone.transport.inner
+            original = inner.handle_request
+
+            def spy(request):  # type: ignore[no-untyped-def]
+                sent.append(request.content)
+                return original(request)
+
+            inner.handle_request = spy  # type: ignore[method-assign]
+            op = _correct(phone, record, ON_PHONE, "c1")
+            report = phone.agent.sync()
+            assert not report.refused, report.refused
+            receipt = phone.agent.receipt(op)
+            assert receipt is not None and receipt.status is ReceiptStatus.APPLIED
+            assert not any(b"base_version" in body for body in sent)
+        finally:
+            fleet.close()
+
+
+def test_a_version_1_push_carrying_base_version_is_refused_for_that_op_alone(
+    tmp_path: Path,
+) -> None:
+    import httpx
+
+    with RunningCloud.sqlite(tmp_path / "cloud") as cloud:
+        fleet = Fleet(cloud, tmp_path / "devices")
+        try:
+            phone, _laptop, record = _start(fleet)
+            credential = phone.agent._cloud().credential
+            op = {
+                "kind": "correct",
+                "op_id": "op_" + "a" * 26,
+                "made_at": "2026-11-30T00:00:00Z",
+                "initiated_by": "user",
+                "record_id": record,
+                "text": FIRST,
+                "conversation_id": "c0",
+                "source_episode_ids": ["ep_" + "b" * 26],
+                "base_version": 1,
+            }
+            answer = httpx.post(
+                f"{cloud.url}/v1/push",
+                json={"protocol_version": 1, "ops": [op]},
+                headers={"authorization": f"Bearer {credential}"},
+            )
+            assert answer.status_code == 200
+            (receipt,) = answer.json()["receipts"]
+            assert receipt["status"] == "refused" and receipt["code"] == "malformed"
+            assert "'base_version' needs protocol version 2" in receipt["reason"]
+        finally:
+            fleet.close()
