@@ -71,7 +71,7 @@ from cloud.retrieval import CloudRetrieval
 from cloud.search import SearchIndex
 from cloud.status import AsOf, RecordState, as_of, record_state
 from cloud.store import SqlStore, open_store
-from cloud.store.base import CompactionReport, StoreSession
+from cloud.store.base import CompactionReport, DeviceRow, StoreSession
 from cloud.store.sql import SqlSession
 from cloud.validation import describe
 from cloud.vault import Vault
@@ -291,18 +291,23 @@ class CloudService:
 
     def authenticate(self, credential: str) -> tuple[str, str]:
         """``(space_id, device_id)`` of a device credential; ``Unauthorized`` otherwise."""
-        if not credential:
-            raise Unauthorized("no device credential was given")
-        with self.store.session() as s:
-            device = s.device_by_credential(_hash(credential))
-        if device is None:
-            raise Unauthorized("the device credential is unknown")
+        device = self._device_of(credential)
         if device.revoked_at is not None:
             raise DeviceRevoked(
                 f"device {device.device_id} was revoked at {device.revoked_at.isoformat()}; "
                 "it must wipe its copy of the memory"
             )
         return device.space_id, device.device_id
+
+    def _device_of(self, credential: str) -> DeviceRow:
+        """The device a credential belongs to, revoked or not; ``Unauthorized`` if none."""
+        if not credential:
+            raise Unauthorized("no device credential was given")
+        with self.store.session() as s:
+            device = s.device_by_credential(_hash(credential))
+        if device is None:
+            raise Unauthorized("the device credential is unknown")
+        return device
 
     def revoke_device(self, space_id: str, device_id: str) -> None:
         """Revoke a device: from now on its credential is refused (401 ``device_revoked``)
@@ -319,12 +324,7 @@ class CloudService:
         ``Unauthorized``; a device that is not revoked gets ``NotFound`` (it has no wipe
         to confirm) and nothing changes. The credential alone names the device and its
         space, so the confirmation never reaches another space."""
-        if not credential:
-            raise Unauthorized("no device credential was given")
-        with self.store.session() as s:
-            device = s.device_by_credential(_hash(credential))
-        if device is None:
-            raise Unauthorized("the device credential is unknown")
+        device = self._device_of(credential)
         if device.revoked_at is None:
             raise NotFound(
                 f"device {device.device_id} is not revoked: there is no wipe to confirm "

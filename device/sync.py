@@ -515,13 +515,15 @@ class SyncSession:
             self.report.ignored += 1
             return
         what = f"record {change.record_id} v{change.version}"
-        if store.version_row(
+        held = store.version_row(self.db, change.record_id, change.version)
+        if held is not None and provisional.is_provisional(
             self.db, change.record_id, change.version
-        ) is not None and provisional.is_provisional(self.db, change.record_id, change.version):
+        ):
             # this device's own, not yet numbered by the cloud: the cloud's version wins
             # the number, and this device's words move to the next free one
             provisional.move_aside(self.db, change.record_id, change.version, self.random_bytes)
-        if store.version_row(self.db, change.record_id, change.version) is not None:
+            held = None
+        if held is not None:
             store.set_record_state(self.db, change.record_id, sync_state="synced")
             return
         dek, plain = self._open(

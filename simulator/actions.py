@@ -136,23 +136,31 @@ def crash(ctx: RunContext) -> str:
     return f"{ctx.name(handle)} is killed (SIGKILL) during sync at {point}"
 
 
-def forget(ctx: RunContext) -> str:
+def _held_record(ctx: RunContext) -> tuple[DeviceHandle, str] | None:
+    """A random (device, record it may still edit), in run order; None if none."""
     candidates = [(h, r) for h in ctx.devices for r in ctx.records_of(h)]
     if not candidates:
+        return None
+    return candidates[ctx.rng.randrange(len(candidates))]
+
+
+def forget(ctx: RunContext) -> str:
+    picked = _held_record(ctx)
+    if picked is None:
         ctx.count("forget skipped")
         return "forget: no record to forget"
-    handle, record_id = candidates[ctx.rng.randrange(len(candidates))]
+    handle, record_id = picked
     ctx.driver.forget(handle, record_id)
     ctx.count("forgotten")
     return f"{ctx.name(handle)} forgets {ctx.label(record_id)} permanently"
 
 
 def correct(ctx: RunContext) -> str:
-    candidates = [(h, r) for h in ctx.devices for r in ctx.records_of(h)]
-    if not candidates:
+    picked = _held_record(ctx)
+    if picked is None:
         ctx.count("correct skipped")
         return "correct: no record to correct"
-    handle, record_id = candidates[ctx.rng.randrange(len(candidates))]
+    handle, record_id = picked
     ctx.driver.correct(handle, record_id, ctx.sentences.statement())
     ctx.count("corrected")
     return f"{ctx.name(handle)} corrects {ctx.label(record_id)}"

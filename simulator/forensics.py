@@ -46,6 +46,20 @@ class ScanResult:
     def clean(self) -> bool:
         return not self.hits
 
+    def describe(self, most: int | None = None) -> str:
+        """One line for a report: what was read, and the needles found (the first
+        ``most`` of them, if given)."""
+        where = f"{len(self.files)} file(s)"
+        if self.pages:
+            where += f", {self.pages} decrypted page(s)"
+        if self.unreadable_pages:
+            where += f", {self.unreadable_pages} UNREADABLE page(s)"
+        if self.hits:
+            found = sorted({h.needle for h in self.hits})
+            shown = found if most is None else found[:most]
+            return f"found {shown} in {self.hits[0].where} ({where})"
+        return f"no trace in {where}"
+
     def merge(self, other: ScanResult) -> ScanResult:
         return ScanResult(
             files=self.files + other.files,

@@ -326,18 +326,6 @@ def applied_once(fleet: Fleet, trace: RunTrace) -> Check:
 # --- forgetting ---------------------------------------------------------------------
 
 
-def _describe(scan: ScanResult) -> str:
-    where = f"{len(scan.files)} file(s)"
-    if scan.pages:
-        where += f", {scan.pages} decrypted page(s)"
-    if scan.unreadable_pages:
-        where += f", {scan.unreadable_pages} UNREADABLE page(s)"
-    if scan.hits:
-        found = sorted({h.needle for h in scan.hits})
-        return f"found {found[:MAX_LISTED]} in {scan.hits[0].where} ({where})"
-    return f"no trace in {where}"
-
-
 def all_needles(trace: RunTrace) -> dict[str, bytes]:
     """Every byte string a forgotten record left that must be gone, labelled."""
     return {
@@ -358,13 +346,13 @@ def forgotten_unreadable(fleet: Fleet, trace: RunTrace) -> Check:
         for handle in fleet.devices():
             scan = scan_device_database(handle.db_path, handle.passphrase, needles)
             if not scan.clean or scan.unreadable_pages or not scan.pages:
-                problems.append(f"{device_key(handle)}: {_describe(scan)}")
+                problems.append(f"{device_key(handle)}: {scan.describe(MAX_LISTED)}")
         store = _scan_record_store(fleet, needles)
         if not store.clean:
-            problems.append(f"cloud record store: {_describe(store)}")
+            problems.append(f"cloud record store: {store.describe(MAX_LISTED)}")
         keys = scan_sqlite_database(fleet.cloud.config.key_store_path, needles)
         if not keys.clean:
-            problems.append(f"cloud key store: {_describe(keys)}")
+            problems.append(f"cloud key store: {keys.describe(MAX_LISTED)}")
         wanted = {k for f in trace.forgotten.values() for k in f.cloud_key_ids}
         left = fleet.cloud.operator.key_store.wrapped_keys_for(wanted)
         if left:

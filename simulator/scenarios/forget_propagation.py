@@ -36,17 +36,6 @@ def _pending(fleet: Fleet, user: User) -> list[dict[str, Any]]:
     ]
 
 
-def _describe(scan: ScanResult) -> str:
-    where = f"{len(scan.files)} file(s)"
-    if scan.pages:
-        where += f", {scan.pages} decrypted page(s)"
-    if scan.unreadable_pages:
-        where += f", {scan.unreadable_pages} UNREADABLE"
-    if scan.hits:
-        return f"found {sorted({h.needle for h in scan.hits})} in {scan.hits[0].where} ({where})"
-    return f"no trace in {where}"
-
-
 def run(cloud: RunningCloud, root: Path, emit: Emit) -> ScenarioReport:
     """Play the scenario against ``cloud`` with devices under ``root``; return the report."""
     return play(NAME, _play, cloud, root, emit)
@@ -93,7 +82,7 @@ def _play(fleet: Fleet, report: ScenarioReport, emit: Emit) -> None:
         "scanner control: phone keys visible before forget",
         any(h.needle.startswith("phone data key") for h in control.hits)
         and control.unreadable_pages == 0,
-        _describe(control),
+        control.describe(),
     )
 
     phone.go_offline()
@@ -145,7 +134,7 @@ def _play(fleet: Fleet, report: ScenarioReport, emit: Emit) -> None:
         report.check(
             f"{handle.name} database and WAL hold no trace (decrypted pages)",
             scan.clean and scan.pages > 0 and scan.unreadable_pages == 0,
-            _describe(scan),
+            scan.describe(),
         )
 
     config = fleet.cloud.config
@@ -158,13 +147,13 @@ def _play(fleet: Fleet, report: ScenarioReport, emit: Emit) -> None:
     store_scan = store_scan.merge(
         scan_values("record store rows", fleet.cloud.operator.store.audit_blobs(), needles)
     )
-    report.check("cloud record store holds no trace", store_scan.clean, _describe(store_scan))
+    report.check("cloud record store holds no trace", store_scan.clean, store_scan.describe())
     key_scan = scan_sqlite_database(config.key_store_path, needles)
     left = fleet.cloud.operator.key_store.wrapped_keys_for(list(cloud_keys))
     report.check(
         "cloud key store holds none of its keys",
         key_scan.clean and not left and bool(cloud_keys),
-        _describe(key_scan) + f"; {len(cloud_keys)} key(s) captured before, {len(left)} left",
+        key_scan.describe() + f"; {len(cloud_keys)} key(s) captured before, {len(left)} left",
     )
 
 
