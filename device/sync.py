@@ -71,6 +71,7 @@ from protocol.model import ArtifactContent, LifecycleState, RecordContent
 from protocol.operations import MAX_OPS_PER_PUSH, OPERATION_ADAPTER, Receipt, ReceiptStatus
 from protocol.rules import derivation_closure
 from protocol.sentences import normalise, split_sentences
+from protocol.versioned import newer_fields
 
 FORGOTTEN = LifecycleState.FORGOTTEN.value
 # A refused forget still leaves no content anywhere: the cloud already forgot the
@@ -91,8 +92,6 @@ def code_of(receipt: Receipt) -> str | None:
 
 
 _RECORD_CHANGES = (RecordVersionChange, RecordStateChange)
-# the protocol version from which a correction carries ``base_version``
-BASE_VERSION_SINCE = 2
 # how often a resync starts over when compaction overtakes it, before giving up
 _RESYNC_ATTEMPTS = 3
 
@@ -237,8 +236,8 @@ class SyncSession:
             op["payload"] = catalog.open_artifact(self.db, artifact).payload
         validated = OPERATION_ADAPTER.validate_python(op)
         result: dict[str, Any] = validated.model_dump(mode="json")
-        if version < BASE_VERSION_SINCE:
-            result.pop("base_version", None)  # a version-1 cloud does not know it
+        for name in newer_fields(type(validated), version):
+            result.pop(name, None)  # e.g. a correction's base_version: an older cloud lacks it
         return result
 
     @staticmethod
