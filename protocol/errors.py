@@ -55,3 +55,8 @@ class StepOrderError(ProtocolError, TypeError):
             f"retrieval step {step!r} needs the output of {expected!r}, got "
             f"{type(got).__name__}: no step of the fixed order may be skipped or reordered"
         )
+
+
+class PackageError(ProtocolError):
+    """An export package (or its sealed stream) is malformed, cut short, altered or of a
+    schema version this code does not read. The message says where and why."""

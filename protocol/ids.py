@@ -22,7 +22,7 @@ DeviceId = Annotated[str, StringConstraints(pattern=rf"^dev_{_TOKEN}$")]
 SpaceId = Annotated[str, StringConstraints(pattern=rf"^sp_{_TOKEN}$")]
 ArtifactId = Annotated[str, StringConstraints(pattern=rf"^art_{_TOKEN}$")]
 
-PREFIXES = ("rec", "ep", "op", "dev", "sp", "key", "art")
+PREFIXES = ("rec", "ep", "op", "dev", "sp", "key", "art", "exp")
 
 
 def make_id(prefix: str, random_bytes: bytes) -> str:

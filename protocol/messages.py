@@ -17,6 +17,7 @@ from pydantic import Field, TypeAdapter
 
 from protocol.confidence import ConfidenceClass
 from protocol.errors import UnsupportedProtocolVersion
+from protocol.export.package import ExportId
 from protocol.ids import ArtifactId, ConversationId, DeviceId, EpisodeId, RecordId, SpaceId
 from protocol.model import (
     RECORD_SCHEMA_VERSION,
@@ -71,6 +72,9 @@ class ErrorCode(StrEnum):
     ACCOUNT_KEY_MISMATCH = "account_key_mismatch"
     DEVICE_REVOKED = "device_revoked"
     RESYNC_REQUIRED = "resync_required"
+    STRONG_AUTH_REQUIRED = "strong_auth_required"  # 403: no or a wrong account-key proof
+    EXPORT_ID_USED = "export_id_used"  # 409: an export id starts one export only
+    EXPORT_UNAVAILABLE = "export_unavailable"  # 503: a store it needs cannot be read
 
 
 class ErrorBody(Envelope):
@@ -274,6 +278,22 @@ class WipedRequest(Envelope):
 class WipedResponse(Envelope):
     device_id: DeviceId
     wiped_at: UtcDatetime  # when the cloud first heard the confirmation
+
+
+# --- export (the package itself: ``protocol.export``) -------------------------------
+
+
+class ExportRequest(Envelope):
+    """``POST /v1/export``: start an export of the caller's whole space. Needs strong
+    authentication: ``proof`` is the account key's signature over
+    ``protocol.strongauth.export_challenge`` (space, ``export_id``, whether the
+    sensitive classes are included); an ``export_id`` starts at most one export. The
+    answer is the package as a sealed stream (``protocol.export.stream``) that only the
+    asking device opens."""
+
+    export_id: ExportId
+    include_sensitive: bool = True
+    proof: B64Bytes
 
 
 # --- forget status -----------------------------------------------------------------

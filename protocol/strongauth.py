@@ -47,3 +47,25 @@ def verify(verify_key: bytes, proof: bytes, space_id: str, op_id: str, area: str
     except (BadSignatureError, ValueError, TypeError):
         return False
     return True
+
+
+def export_challenge(space_id: str, export_id: str, include_sensitive: bool) -> bytes:
+    """What an export proof signs: the space, the one export and whether it carries the
+    sensitive classes (a proof for a package without them cannot start one with them)."""
+    part = "with-sensitive" if include_sensitive else "without-sensitive"
+    return f"memsync/1|export|{space_id}|{export_id}|{part}".encode()
+
+
+def prove_export(key: SigningKey, space_id: str, export_id: str, include_sensitive: bool) -> bytes:
+    return key.sign(export_challenge(space_id, export_id, include_sensitive)).signature
+
+
+def verify_export(
+    verify_key: bytes, proof: bytes, space_id: str, export_id: str, include_sensitive: bool
+) -> bool:
+    try:
+        challenge = export_challenge(space_id, export_id, include_sensitive)
+        VerifyKey(verify_key).verify(challenge, proof)
+    except (BadSignatureError, ValueError, TypeError):
+        return False
+    return True

@@ -1,0 +1,119 @@
+"""The human-readable view of a package: Markdown, rendered item by item.
+
+Invariants: the view is made from the same items as the JSON, in one pass and flat
+memory, and shows every item of every section (nothing the JSON holds is hidden
+from the person reading it). Text from the package is escaped, so no stored word can
+become a heading, a link, markup or HTML in the view.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Iterator
+
+from protocol.export.layout import Item
+from protocol.export.package import (
+    ConnectedAccount,
+    ExportedDevice,
+    ExportedProject,
+    ExportedRecord,
+    PackageHeader,
+    Section,
+    TaskEntry,
+    Totals,
+)
+from protocol.model import Episode, Skeleton
+
+_SPECIAL = re.compile(r"([\\`*_{}\[\]()#+\-.!|<>~])")
+
+TITLES = {
+    Section.RECORDS: "Memory records",
+    Section.BEHAVIOUR_RULES: "Accepted behaviour rules",
+    Section.SKELETONS: "Permanently forgotten (skeletons only)",
+    Section.EPISODES: "Episodes (what the records came from)",
+    Section.PROJECTS: "Projects",
+    Section.CONNECTED_ACCOUNTS: "Connected accounts and capabilities",
+    Section.DEVICES: "Devices",
+    Section.TASKS: "Task history",
+    Section.SENSITIVE_RECORDS: "Sensitive classes: records",
+    Section.SENSITIVE_EPISODES: "Sensitive classes: episodes",
+}
+
+
+def escape(text: str) -> str:
+    """Markdown-escape ``text`` and keep it on one line."""
+    return _SPECIAL.sub(r"\\\1", " ".join(text.split()))
+
+
+def _when(value: object) -> str:
+    return value.isoformat() if hasattr(value, "isoformat") else "—"
+
+
+def _record(r: ExportedRecord) -> Iterator[str]:
+    current = r.current.content
+    areas = ", ".join(a.value for a in current.life_areas)
+    yield (
+        f"- **{escape(current.text)}**  \n"
+        f"  {current.content_type.value}, {current.epistemic_state.value}, "
+        f"{r.lifecycle_state.value}; areas: {areas}; sensitivity: {current.sensitivity.value}; "
+        f"source: {current.source_kind.value}; id `{r.id}`, version {r.current_version}\n"
+    )
+    for v in r.versions:
+        if v.version != r.current_version:
+            yield f"  - version {v.version} ({_when(v.recorded_at)}): {escape(v.content.text)}\n"
+
+
+def _line(item: object) -> Iterator[str]:
+    if isinstance(item, ExportedRecord):
+        yield from _record(item)
+    elif isinstance(item, Skeleton):
+        yield f"- `{item.id}`: permanently forgotten at {_when(item.forgotten_at)}\n"
+    elif isinstance(item, Episode):
+        yield (
+            f"- {_when(item.typed_at)} ({item.source_kind.value}): {escape(item.text)} "
+            f"— `{item.id}`\n"
+        )
+    elif isinstance(item, ExportedProject):
+        state = "open" if item.open else "closed"
+        yield f"- {escape(item.name)}: {state} (since {_when(item.updated_at)})\n"
+    elif isinstance(item, ConnectedAccount):
+        yield (
+            f"- {escape(item.source_id)}: {', '.join(item.capabilities)}; "
+            f"{item.episodes} episode(s), {_when(item.first_seen)} to {_when(item.last_seen)}\n"
+        )
+    elif isinstance(item, ExportedDevice):
+        revoked = f", revoked {_when(item.revoked_at)}" if item.revoked_at else ""
+        enrolled = _when(item.enrolled_at)
+        yield f"- {escape(item.name)} (`{item.device_id}`), enrolled {enrolled}{revoked}\n"
+    elif isinstance(item, TaskEntry):
+        yield f"- {escape(item.title)}: {item.state}, {_when(item.started_at)}\n"
+
+
+def render_markdown(events: Iterable[PackageHeader | Item | Totals]) -> Iterator[str]:
+    """Markdown lines for a package read by ``layout.read_package`` (or built in order)."""
+    current: Section | None = None
+    seen: set[Section] = set()
+    for event in events:
+        if isinstance(event, PackageHeader):
+            yield "# Your memory, exported\n\n"
+            yield (
+                f"Export `{event.export_id}` of space `{event.space_id}`, made "
+                f"{_when(event.exported_at)}. Package schema version {event.schema_version}. "
+                + (
+                    "Sensitive classes are included, in their own section.\n"
+                    if event.includes_sensitive
+                    else "Sensitive classes were left out.\n"
+                )
+            )
+        elif isinstance(event, Item):
+            if event.section is not current:
+                current = event.section
+                seen.add(current)
+                yield f"\n## {TITLES[current]}\n\n"
+            yield from _line(event.model)
+        else:
+            for section in Section:
+                if section not in seen and event.of(section) == 0:
+                    yield f"\n## {TITLES[section]}\n\nNone.\n"
+            counts = ", ".join(f"{s.value}: {event.of(s)}" for s in Section)
+            yield f"\n---\n\nTotals: {counts}.\n"
