@@ -11,7 +11,7 @@ MODEL_DIR := models/embedder
 MODEL := $(MODEL_DIR)/model.onnx
 MODEL_STAMP := $(VENV)/.model-installed
 
-.PHONY: install model demo test check lint typecheck bench bench-smoke clean
+.PHONY: install model demo test check lint typecheck bench bench-smoke clean export-schema
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PY) -m venv $(VENV)
@@ -48,6 +48,11 @@ check: $(STAMP)
 
 test: check model
 	$(BIN)/python -m pytest
+
+# The export package's JSON Schema, generated from protocol/export/package.py (a test
+# fails when the committed file and the models disagree).
+export-schema: $(STAMP)
+	$(BIN)/python -c "from protocol.export.schema import package_schema_json as s; print(s(), end='')" > docs/export-package.schema.json
 
 bench: $(STAMP) model
 	$(BIN)/python -m bench.run
