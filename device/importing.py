@@ -135,11 +135,11 @@ def parse_package(path: Path, data: bytes) -> ExportPackage:
         raise PackageMalformed(path, "its JSON is nested too deeply to read") from None
     except ValidationError as exc:
         first = exc.errors()[0]
-        where = ".".join(str(p) for p in first["loc"]) or "(package)"
-        message = str(first["msg"])
+        where = ".".join(str(p) for p in first["loc"])
+        message = str(first["msg"]).removeprefix("Value error, ")
         if "totals say" in message:
-            raise PackageTotalsMismatch(path, message.removeprefix("Value error, ")) from exc
-        raise PackageInvalid(path, f"at {where!r}: {message}") from exc
+            raise PackageTotalsMismatch(path, message) from exc
+        raise PackageInvalid(path, f"at {where!r}: {message}" if where else message) from exc
 
 
 def read_package_file(path: Path, max_bytes: int = MAX_PACKAGE_BYTES) -> ExportPackage:
