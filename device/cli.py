@@ -183,7 +183,7 @@ def _observe(args: argparse.Namespace) -> int:
 
 def _import(args: argparse.Namespace) -> int:
     path = Path(args.file)
-    if looks_like_package(path):
+    if not path.is_file() or looks_like_package(path):  # a missing file: refused by name
         with _open(args) as agent:
             report = agent.import_package(path, include_sensitive=not args.without_sensitive)
         skipped = ", ".join(f"{n} {what}" for what, n in report.not_imported) or "nothing"

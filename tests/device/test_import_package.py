@@ -356,6 +356,8 @@ def test_the_cli_says_which_kind_of_file_it_imported(
     assert cli_main(["device", "import", str(pkg), "--dir", folder]) == 2
     err = capsys.readouterr().err
     assert "already imported" in err and "nothing was changed" in err
+    assert cli_main(["device", "import", str(tmp_path / "gone.txt"), "--dir", folder]) == 2
+    assert "gone.txt refused, nothing was changed: it is not a file" in capsys.readouterr().err
     bad = write(tmp_path, '{"format": "memsync-export", "schema_version": 9}', "v9.json")
     assert cli_main(["device", "import", str(bad), "--dir", folder]) == 2
     assert "schema version 9" in capsys.readouterr().err
