@@ -38,6 +38,7 @@ from device import (
     account,
     candidates,
     catalog,
+    importing,
     keys,
     provisional,
     reading,
@@ -70,6 +71,7 @@ from device.migrations import migrate
 from device.retrieval import Recall
 from device.sync import SyncSession
 from device.views import (
+    ImportReport,
     LocalResult,
     RecallHit,
     RecordView,
@@ -511,6 +513,26 @@ class DeviceAgent:
         """Import text: each statement a candidate "imported, not verified"."""
         self._writable("importing")
         return self._write("import", lambda w: w.import_text(text, source=source))
+
+    def import_package(self, path: Path | str, *, include_sensitive: bool = True) -> ImportReport:
+        """Import a memsync export package: its episodes as import episodes, its records
+        (and accepted behaviour rules) as candidates "imported, not verified", in one
+        local transaction (``device.importing``). A refused file raises an
+        ``ImportRefused`` naming it and the reason, and changes nothing.
+        ``include_sensitive=False`` leaves the sensitive classes out."""
+        self._writable("importing a package")
+        report = importing.import_package(
+            self._db,
+            Path(path),
+            now=self._now_dt(),
+            new_id=self._id,
+            apply=lambda op, keep: apply_local(
+                self._db, op, now=self._now_dt(), random_bytes=self._random, keep_on_device=keep
+            ),
+            include_sensitive=include_sensitive,
+        )
+        self._queued()
+        return report
 
     def keep_on_device(self, sensitivity: Sensitivity) -> None:
         """Keep a sensitive class only on this device from now on: what the user types in

@@ -25,6 +25,7 @@ from typing import Any
 
 from device.agent import DeviceAgent
 from device.errors import DeviceError
+from device.importing import looks_like_package
 from device.live import DEFAULT_WAIT, NOTHING_NEW, LiveEvent, LiveEventKind
 from device.views import LocalResult, RecallHit, RecordView
 from device.writing import EXTERNAL_MEDIA
@@ -181,13 +182,30 @@ def _observe(args: argparse.Namespace) -> int:
 
 
 def _import(args: argparse.Namespace) -> int:
-    text = Path(args.file).read_text(encoding="utf-8")
+    path = Path(args.file)
+    if not path.is_file() or looks_like_package(path):  # a missing file: refused by name
+        with _open(args) as agent:
+            report = agent.import_package(path, include_sensitive=not args.without_sensitive)
+        skipped = ", ".join(f"{n} {what}" for what, n in report.not_imported) or "nothing"
+        lines = [
+            f"Imported {path} as a memsync export package ({report.export_id}): "
+            f"{len(report.record_ids)} record(s) as candidates: imported, not verified; "
+            f"{len(report.episode_ids)} episode(s) logged as imports.",
+            f"Not imported (not memory content): {skipped}.",
+        ]
+        if report.device_only:
+            lines.append(f"{len(report.device_only)} record(s) kept only on this device.")
+        data = dataclasses.asdict(report)
+        _emit(args, data, "\n".join(lines))
+        return 0
+    text = path.read_text(encoding="utf-8")
     with _open(args) as agent:
-        results = agent.import_text(text, source=args.source or Path(args.file).name)
+        results = agent.import_text(text, source=args.source or path.name)
         _emit(
             args,
-            {"record_ids": [r.record_id for r in results]},
-            f"Imported {len(results)} statement(s) as candidates: imported, not verified.",
+            {"kind": "text", "record_ids": [r.record_id for r in results]},
+            f"Imported {path} as a text file: {len(results)} statement(s) as candidates: "
+            "imported, not verified.",
         )
     return 0
 
@@ -534,9 +552,16 @@ def register(subparsers: Any) -> argparse.ArgumentParser:
     p.add_argument("subject", help='what it is about, e.g. "morning coffee order"')
     p.add_argument("value", help='what happened, e.g. "americano"')
     p.add_argument("--source", required=True, help="the app or service that saw it")
-    p = command("import", _import, "import a text file: candidates, imported, not verified")
+    p = command(
+        "import", _import,
+        "import a text file or a memsync export package: candidates, imported, not verified",
+    )  # fmt: skip
     p.add_argument("file")
-    p.add_argument("--source", default=None)
+    p.add_argument("--source", default=None, help="a text file's source name")
+    p.add_argument(
+        "--without-sensitive", action="store_true",
+        help="a package: leave its sensitive classes out",
+    )  # fmt: skip
     p = command("keep-on-device", _keep_on_device, "keep a sensitive class only on this device")
     p.add_argument("sensitivity", choices=sensitive)
     p.add_argument("--yes", action="store_true", help="do not ask for confirmation")

@@ -176,3 +176,45 @@ class DetectorMissing(DeviceError):
             f"the memory-candidate detector is missing: {path} not found; run `make model` to "
             "build it (or set MEMSYNC_DETECTOR_DIR to a folder holding model.onnx)"
         )
+
+
+class ImportRefused(DeviceError):
+    """A file given to ``import`` was refused; nothing was written (no episode, no
+    record, no queued op, no ledger row). ``reason`` says why, naming the file."""
+
+    def __init__(self, path: object, reason: str) -> None:
+        self.path = path
+        self.reason = reason
+        super().__init__(f"import of {path} refused, nothing was changed: {reason}")
+
+
+class PackageUnreadable(ImportRefused):
+    """Not a file, or it cannot be read."""
+
+
+class PackageTooLarge(ImportRefused):
+    """Larger than ``device.importing.MAX_PACKAGE_BYTES``."""
+
+
+class PackageMalformed(ImportRefused):
+    """Not UTF-8, not JSON, a key given twice, or nested too deeply to read."""
+
+
+class NotAPackage(ImportRefused):
+    """JSON, but not a memsync export package."""
+
+
+class PackageVersionUnsupported(ImportRefused):
+    """A memsync export package of a schema version this memsync does not read."""
+
+
+class PackageInvalid(ImportRefused):
+    """A package that fails the export package's models (the path and reason named)."""
+
+
+class PackageTotalsMismatch(ImportRefused):
+    """The totals closing the package disagree with what it holds."""
+
+
+class PackageAlreadyImported(ImportRefused):
+    """This export id was already imported into this device (see the import ledger)."""

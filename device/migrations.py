@@ -30,6 +30,7 @@ MIGRATIONS: tuple[Migration, ...] = (
     Migration(4, "writing memory: candidates and device-only classes", schema.V4),
     Migration(5, "sync under fire: resync marker and wipe confirmation", schema.V5),
     Migration(6, "indexes on the columns that reference data keys", schema.V6_KEY_INDEXES),
+    Migration(7, "the import ledger: export packages imported once", schema.V7_IMPORT_LEDGER),
 )
 
 _LEDGER = """

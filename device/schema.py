@@ -460,3 +460,17 @@ V6_KEY_INDEXES: tuple[str, ...] = (
     "CREATE INDEX IF NOT EXISTS record_versions_key ON record_versions (key_id)",
     "CREATE INDEX IF NOT EXISTS artifacts_key ON artifacts (key_id)",
 )
+
+# The import ledger: each export package imported into this device, once (an export
+# id is imported at most once; ``device.importing``). Metadata only: no text.
+V7_IMPORT_LEDGER: tuple[str, ...] = (
+    """
+    CREATE TABLE imported_packages (
+        export_id TEXT PRIMARY KEY,
+        imported_at TEXT NOT NULL,
+        episodes INTEGER NOT NULL CHECK (episodes >= 0),
+        records INTEGER NOT NULL CHECK (records >= 0),
+        not_imported TEXT NOT NULL
+    )
+    """,
+)

@@ -166,3 +166,18 @@ class SyncReport:
     resynced: bool = False  # the cursor was below the cloud's feed floor: rebuilt from the start
     # synced records, episodes and artifacts a resync shredded: the cloud no longer has them
     resync_removed: list[str] = field(default_factory=list)
+
+
+@dataclass(frozen=True, slots=True)
+class ImportReport:
+    """What importing one file wrote: ``kind`` is ``package`` (a memsync export package)
+    or ``text``; every record is a candidate "imported, not verified".
+    ``not_imported`` counts what the package held that is not memory content."""
+
+    path: str
+    kind: str
+    export_id: str | None
+    episode_ids: tuple[str, ...]
+    record_ids: tuple[str, ...]
+    not_imported: tuple[tuple[str, int], ...] = ()
+    device_only: tuple[str, ...] = ()  # records kept only on this device (a kept class)

@@ -30,6 +30,7 @@ from protocol.consolidation.extract import Hints, RuleExtractor
 from protocol.consolidation.observations import event_text
 from protocol.consolidation.sensitivity import sensitivity_of
 from protocol.detection.labels import Detection
+from protocol.export.importing import IMPORT_CONVERSATION
 from protocol.model import (
     ContentType,
     EpistemicState,
@@ -54,7 +55,6 @@ from protocol.sentences import is_question, split_sentences
 Apply = Callable[[AnyOperation, bool | None], LocalResult]
 Build = Callable[[str, str, Callable[[], AnyOperation]], AnyOperation]
 BEHAVIOUR_CONVERSATION = "behaviour"
-IMPORT_CONVERSATION = "import"
 MAX_IMPORTED_SENTENCES = 64
 MAX_MARKED_SENTENCE = 255  # a mark names a sentence index up to this
 # Where external content came from: each is logged as external content, its medium

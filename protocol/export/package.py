@@ -16,6 +16,7 @@ Invariants:
 
 from __future__ import annotations
 
+from collections import Counter
 from enum import StrEnum
 from typing import Annotated, Literal
 
@@ -221,7 +222,8 @@ class ExportPackage(WireModel):
                 )
         ids = [r.id for r in self.all_records()] + [s.id for s in self.skeletons]
         if len(ids) != len(set(ids)):
-            raise ValueError("a record id appears twice in the package")
+            twice = sorted(i for i, n in Counter(ids).items() if n > 1)
+            raise ValueError(f"record id(s) {', '.join(twice)} appear twice in the package")
         return self
 
     def items(self, section: Section) -> list[object]:

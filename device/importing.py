@@ -1,0 +1,220 @@
+"""Importing a memsync export package into this device.
+
+Invariants:
+- A package is read whole, refused or accepted before anything is written: a file
+  that is not a file or not readable, larger than ``MAX_PACKAGE_BYTES`` (checked by
+  its size before reading and again while reading), not UTF-8, not JSON, holding a key
+  twice, nested too deeply, not a memsync package, of another schema version, invalid
+  for the package's models, with totals that disagree, or already imported (the
+  ledger) raises an ``ImportRefused`` naming the file and the reason, and changes
+  nothing.
+- Everything a valid package brings is written in ONE local transaction, through the
+  normal local write path (``apply_local``): the plan's episodes are logged and its
+  records queued as ``Infer`` ops, so they push like any op and the rules keep them
+  candidates "imported, not verified". Every op is built before the transaction opens;
+  a refusal of any op rolls back the whole import.
+- The ledger row (export id, when, counts) commits in that same transaction, so an
+  export id is imported into a device at most once.
+- A record of a class the user keeps on this device stays on this device, and so does
+  every episode such a record rests on (``keep_on_device``), exactly as for what the
+  user types.
+- Nothing imported is ever an instruction, a behaviour rule or training data
+  (``protocol.export.importing``; ``docs/import.md``).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+from pydantic import ValidationError
+
+from device import candidates
+from device.db import Database
+from device.errors import (
+    NotAPackage,
+    PackageAlreadyImported,
+    PackageInvalid,
+    PackageMalformed,
+    PackageTooLarge,
+    PackageTotalsMismatch,
+    PackageUnreadable,
+    PackageVersionUnsupported,
+)
+from device.views import ImportReport, LocalResult
+from protocol.errors import PackageError
+from protocol.export.importing import ImportPlan, operations, plan_import
+from protocol.export.package import FORMAT, PACKAGE_SCHEMA_VERSION, ExportPackage
+from protocol.operations import AddEpisode, AnyOperation
+
+MAX_PACKAGE_BYTES = 64 * 1024 * 1024
+SNIFF_BYTES = 4096
+
+Apply = Callable[[AnyOperation, bool | None], LocalResult]
+
+
+def looks_like_package(path: Path) -> bool:
+    """Whether ``import`` should read ``path`` as a package: its first non-blank
+    character opens a JSON object or array. (Such a file that is not a memsync package
+    is refused, never imported as text.) An unreadable file reads as not a package;
+    the text import then names why."""
+    try:
+        with path.open("rb") as handle:
+            head = handle.read(SNIFF_BYTES)
+    except OSError:
+        return False
+    head = head.removeprefix(b"\xef\xbb\xbf").lstrip()
+    return head[:1] in (b"{", b"[")
+
+
+def _no_duplicate_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    seen: dict[str, Any] = {}
+    for key, value in pairs:
+        if key in seen:
+            raise ValueError(f"the key {key!r} appears twice in one object")
+        seen[key] = value
+    return seen
+
+
+def read_bytes(path: Path, max_bytes: int = MAX_PACKAGE_BYTES) -> bytes:
+    """The file's bytes, refused when it is not a readable file or too large."""
+    try:
+        if not path.is_file():
+            raise PackageUnreadable(path, "it is not a file")
+        size = path.stat().st_size
+        if size > max_bytes:
+            raise PackageTooLarge(
+                path, f"it is {size} bytes; a package may be at most {max_bytes} bytes"
+            )
+        with path.open("rb") as handle:
+            data = handle.read(max_bytes + 1)
+    except OSError as exc:
+        raise PackageUnreadable(path, f"it cannot be read: {exc.strerror or exc}") from exc
+    if len(data) > max_bytes:  # it grew after its size was read
+        raise PackageTooLarge(
+            path, f"it holds more than {max_bytes} bytes; a package may be at most that"
+        )
+    return data
+
+
+def parse_package(path: Path, data: bytes) -> ExportPackage:
+    """The package in ``data`` (the bytes of ``path``), or an ``ImportRefused``."""
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise PackageMalformed(
+            path, f"it is not UTF-8 text ({exc.reason} at byte {exc.start})"
+        ) from exc
+    try:
+        raw = json.loads(text.removeprefix("\ufeff"), object_pairs_hook=_no_duplicate_keys)
+    except RecursionError:
+        raise PackageMalformed(path, "its JSON is nested too deeply to read") from None
+    except json.JSONDecodeError as exc:
+        raise PackageMalformed(
+            path, f"it is not JSON: {exc.msg} at line {exc.lineno} column {exc.colno}"
+        ) from exc
+    except ValueError as exc:
+        raise PackageMalformed(path, f"it is not valid JSON: {exc}") from exc
+    if not isinstance(raw, dict) or raw.get("format") != FORMAT:
+        raise NotAPackage(
+            path, f"it is JSON but not a memsync export package (format is not {FORMAT!r})"
+        )
+    version = raw.get("schema_version")
+    if version != PACKAGE_SCHEMA_VERSION:
+        raise PackageVersionUnsupported(
+            path,
+            f"it has schema version {version!r}; this memsync reads schema version "
+            f"{PACKAGE_SCHEMA_VERSION} only",
+        )
+    try:
+        return ExportPackage.model_validate(raw)
+    except RecursionError:
+        raise PackageMalformed(path, "its JSON is nested too deeply to read") from None
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        where = ".".join(str(p) for p in first["loc"])
+        message = str(first["msg"]).removeprefix("Value error, ")
+        if "totals say" in message:
+            raise PackageTotalsMismatch(path, message) from exc
+        raise PackageInvalid(path, f"at {where!r}: {message}" if where else message) from exc
+
+
+def read_package_file(path: Path, max_bytes: int = MAX_PACKAGE_BYTES) -> ExportPackage:
+    return parse_package(path, read_bytes(path, max_bytes))
+
+
+def already_imported(db: Database, export_id: str) -> str | None:
+    """When ``export_id`` was imported into this device, or None."""
+    row = db.one("SELECT imported_at FROM imported_packages WHERE export_id = ?", (export_id,))
+    return None if row is None else str(row[0])
+
+
+def import_package(
+    db: Database,
+    path: Path,
+    *,
+    now: datetime,
+    new_id: Callable[[str], str],
+    apply: Apply,
+    include_sensitive: bool = True,
+    max_bytes: int = MAX_PACKAGE_BYTES,
+) -> ImportReport:
+    """Import the package at ``path`` (see the module's invariants)."""
+    package = read_package_file(path, max_bytes)
+    when = already_imported(db, package.export_id)
+    if when is not None:
+        raise PackageAlreadyImported(
+            path, f"export {package.export_id} was already imported into this device on {when}"
+        )
+    try:
+        plan = plan_import(package, now=now, new_id=new_id, include_sensitive=include_sensitive)
+        ops = list(operations(plan, new_id=new_id, at=now))
+    except PackageError as exc:
+        raise PackageInvalid(path, str(exc)) from exc
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        where = ".".join(str(p) for p in first["loc"]) or "(item)"
+        raise PackageInvalid(
+            path, f"an item cannot be imported, at {where!r}: {first['msg']}"
+        ) from exc
+    kept = candidates.device_only_classes(db)
+    local_records = {r.record_id for r in plan.records if r.content.sensitivity in kept}
+    local_episodes = {
+        episode
+        for r in plan.records
+        if r.record_id in local_records
+        for episode in r.content.source_episode_ids
+    }
+    with db.atomic():
+        for op in ops:
+            if isinstance(op, AddEpisode):
+                apply(op, op.episode_id in local_episodes)
+            else:
+                apply(op, True if op.record_id in local_records else None)
+        db.execute(
+            "INSERT INTO imported_packages (export_id, imported_at, episodes, records, "
+            "not_imported) VALUES (?, ?, ?, ?, ?)",
+            (
+                plan.export_id,
+                now.isoformat(),
+                len(plan.episodes),
+                len(plan.records),
+                json.dumps(plan.not_imported, sort_keys=True),
+            ),
+        )
+    return _report(path, plan, local_records)
+
+
+def _report(path: Path, plan: ImportPlan, local_records: set[str]) -> ImportReport:
+    return ImportReport(
+        path=str(path),
+        kind="package",
+        export_id=plan.export_id,
+        episode_ids=tuple(e.episode_id for e in plan.episodes),
+        record_ids=tuple(r.record_id for r in plan.records),
+        not_imported=tuple(sorted(plan.not_imported.items())),
+        device_only=tuple(r.record_id for r in plan.records if r.record_id in local_records),
+    )
