@@ -198,6 +198,8 @@ class ExportCloud:
         self.error_after: int | None = None
         self.frames_hook: Callable[[list[bytes]], Iterable[bytes]] | None = None
         self.text_hook: Callable[[bytes], bytes] | None = None
+        self.only_version_1 = False  # refuse a newer protocol version, naming (1, 1)
+        self.versions_seen: list[int] = []
         cloud.transport = httpx.MockTransport(self.handle)
 
     @property
@@ -221,7 +223,16 @@ class ExportCloud:
         device = self.cloud.devices.get(auth)
         if device is None:
             return self._error(401, ErrorCode.UNAUTHORIZED, "missing or unknown credential")
-        body = ExportRequest.model_validate(json.loads(request.content))
+        raw = json.loads(request.content)
+        self.versions_seen.append(raw["protocol_version"])
+        if self.only_version_1 and raw["protocol_version"] != 1:
+            refusal = ErrorBody(
+                code=ErrorCode.UNSUPPORTED_PROTOCOL_VERSION,
+                message=f"protocol version {raw['protocol_version']} is not supported",
+                supported_versions=(1, 1),
+            )
+            return httpx.Response(400, content=refusal.model_dump_json())
+        body = ExportRequest.model_validate(raw)
         if self.refuse is not None:
             return self._error(*self.refuse)
         space = self.cloud.space_id

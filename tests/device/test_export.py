@@ -386,6 +386,15 @@ def test_a_proof_the_cloud_cannot_verify_is_refused_there(
     assert exporter.sent == [] and list(out.iterdir()) == []
 
 
+def test_an_older_cloud_is_spoken_to_in_its_version(
+    agent: DeviceAgent, exporter: ExportCloud, out: Path
+) -> None:
+    exporter.only_version_1 = True
+    result = agent.export(out, ACCOUNT)
+    assert exporter.versions_seen == [2, 1] and agent.protocol_version == 1
+    assert result.package_path.exists() and len(exporter.sent) == 1
+
+
 def test_each_export_has_its_own_id(agent: DeviceAgent, exporter: ExportCloud, out: Path) -> None:
     first = agent.export(out, ACCOUNT)
     second = agent.export(out, ACCOUNT, include_sensitive=False)
