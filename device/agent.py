@@ -38,6 +38,7 @@ from device import (
     account,
     candidates,
     catalog,
+    export,
     importing,
     keys,
     provisional,
@@ -63,6 +64,7 @@ from device.errors import (
     ServerRefused,
     TemporaryMode,
 )
+from device.export import ExportResult
 from device.facts import episode_facts_of
 from device.live import DEFAULT_WAIT, LiveEvent, LiveSync, Sleeper, end_waiting_pull
 from device.live import wait_for_change as wait_for_live_change
@@ -991,6 +993,25 @@ class DeviceAgent:
 
     def data_key_ids(self) -> set[str]:
         return store.key_ids(self._db)
+
+    # --- export ----------------------------------------------------------------------
+
+    def export(
+        self, out_dir: Path, account_passphrase: str, *, include_sensitive: bool = True
+    ) -> ExportResult:
+        """Export the whole space (``POST /v1/export``) into two files in ``out_dir``: the
+        JSON package and its Markdown view (``device.export``). Needs the account
+        passphrase, checked here first; ``include_sensitive`` False leaves the sensitive
+        section out (this device's device-only classes with it). Writes no memory."""
+        with self._revocable():
+            return export.export(
+                self._db,
+                self._cloud,
+                Path(out_dir),
+                account_passphrase,
+                include_sensitive=include_sensitive,
+                random_bytes=self._random,
+            )
 
     # --- sync ------------------------------------------------------------------------
 

@@ -5,7 +5,8 @@ Invariants: every command names its device directory (``--dir``, default
 ``$MEMSYNC_PASSPHRASE`` or a prompt (never an argument, so it stays out of shell
 history); the account passphrase likewise (``$MEMSYNC_ACCOUNT_PASSPHRASE`` or a
 prompt); errors print one clear line on stderr and exit 2, without a traceback;
-``forget`` is permanent and asks for confirmation unless ``--yes``; every write
+``forget`` is permanent and asks for confirmation unless ``--yes``; ``export`` checks
+its output directory before asking anything and needs the account passphrase; every write
 prints the sentence its receipt gives; every data-printing command takes ``--json``.
 """
 
@@ -25,11 +26,13 @@ from typing import Any
 
 from device.agent import DeviceAgent
 from device.errors import DeviceError
+from device.export import check_out_dir
 from device.importing import looks_like_package
 from device.live import DEFAULT_WAIT, NOTHING_NEW, LiveEvent, LiveEventKind
 from device.views import LocalResult, RecallHit, RecordView
 from device.writing import EXTERNAL_MEDIA
 from protocol.errors import ProtocolError
+from protocol.export.package import Section
 from protocol.messages import MAX_PULL_WAIT
 from protocol.model import ContentType, LifeArea, Sensitivity, TimeKind
 from protocol.operations import EffectKind
@@ -500,6 +503,44 @@ def _live(args: argparse.Namespace) -> int:
     return 0
 
 
+def _export(args: argparse.Namespace) -> int:
+    out = check_out_dir(Path(args.out))  # before any prompt or request
+    with _open(args) as agent:
+        account = _account_passphrase("Account passphrase: ", required=True)
+        result = agent.export(out, account or "", include_sensitive=not args.without_sensitive)
+    totals = {s.value: result.totals.of(s) for s in Section}
+    data = {
+        "export_id": result.export_id,
+        "package": str(result.package_path),
+        "view": str(result.view_path),
+        "includes_sensitive": result.includes_sensitive,
+        "totals": totals,
+        "device_only": {
+            "records": result.device_only_records,
+            "episodes": result.device_only_episodes,
+            "skeletons": result.device_only_skeletons,
+        },
+    }
+    shown = [
+        s for s in Section if result.includes_sensitive or not s.value.startswith("sensitive.")
+    ]
+    lines = [
+        f"Exported {result.export_id}:",
+        f"  package: {result.package_path}",
+        f"  view:    {result.view_path}",
+        *(f"  {s.value}: {totals[s.value]}" for s in shown),
+    ]
+    if not result.includes_sensitive:
+        lines.append("  (sensitive classes were left out)")
+    elif result.device_only_records or result.device_only_episodes:
+        lines.append(
+            f"  (this device added {result.device_only_records} record(s) and "
+            f"{result.device_only_episodes} episode(s) it keeps only here)"
+        )
+    _emit(args, data, "\n".join(lines))
+    return 0
+
+
 def _guard(handler: Handler) -> Handler:
     def run(args: argparse.Namespace) -> int:
         try:
@@ -656,6 +697,11 @@ def register(subparsers: Any) -> argparse.ArgumentParser:
     state.add_argument("--open", dest="open", action="store_true")
     state.add_argument("--close", dest="open", action="store_false")
     command("sync", _sync, "push the queue, pull changes, acknowledge key destruction")
+    p = command("export", _export, "export all memory: a JSON package and a Markdown view")
+    p.add_argument("--out", required=True, help="an existing directory for the two files")
+    p.add_argument(
+        "--without-sensitive", action="store_true", help="leave the sensitive classes out"
+    )
     p = command("live", _live, "stay online: apply changes as the cloud makes them (Ctrl-C ends)")
     p.add_argument("--seconds", type=float, default=None, help="stop after this long")
     p.add_argument(

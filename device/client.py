@@ -13,15 +13,20 @@ Invariants:
   cloud did nothing, so the retry cannot apply anything twice. With no common version
   it raises ``NoCommonProtocolVersion`` naming both ranges.
 - httpx errors and non-2xx answers are mapped here, once, to ``device.errors``:
-  connection errors and timeouts -> ``Offline``; an ``ErrorBody`` -> ``ServerRefused``;
+  connection errors and timeouts -> ``Offline``; an ``ErrorBody`` -> ``ServerRefused``
+  (or its specific subclass for a code the device acts on, ``device.errors.refusal``);
   anything else -> ``ServerError``.
+- ``post_stream`` is the same request (same headers, negotiation and error mapping)
+  for an answer read as a byte stream (an export); a success must carry the media
+  type asked for, and a connection lost mid-stream is ``Offline``, never an end.
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
-from typing import Any, TypeVar
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from typing import Any, NoReturn, TypeVar
 
 import httpx
 from pydantic import BaseModel, ValidationError
@@ -32,7 +37,7 @@ from device.errors import (
     NotEnrolled,
     Offline,
     ServerError,
-    ServerRefused,
+    refusal,
 )
 from protocol.errors import FieldNotInVersion, UnsupportedProtocolVersion
 from protocol.messages import ErrorBody, ErrorCode, PullRequest, peek_version
@@ -88,6 +93,87 @@ class CloudClient:
         protocol version, for bodies whose raw parts depend on it (a push's ops): it is
         built again for the version negotiated if the cloud refuses the first."""
         build = body if callable(body) else (lambda _version: body)
+        headers = self._headers(path, auth)
+        response = self._send(path, build(self._version), headers, timeout)
+        refusal = _version_refusal(response)
+        if refusal is not None and self._negotiate(refusal):
+            response = self._send(path, build(self._version), headers, timeout)
+        return self._parse(path, response, response_model)
+
+    @contextmanager
+    def post_stream(
+        self,
+        path: str,
+        body: BaseModel | Callable[[int], BaseModel],
+        *,
+        media_type: str,
+        timeout: float | None = None,
+    ) -> Iterator[Iterator[bytes]]:
+        """POST with the device credential and read a successful answer as a byte stream
+        of ``media_type``, inside a ``with`` block (the connection closes when it ends).
+        Refusals are mapped as in ``post``; a transport error while reading is
+        ``Offline``. ``body`` may be a function of the protocol version, as in ``post``."""
+        build = body if callable(body) else (lambda _version: body)
+        headers = self._headers(path, auth=True)
+        for attempt in range(2):
+            with self._open_stream(path, build(self._version), headers, timeout) as response:
+                if response.is_success:
+                    kind = response.headers.get("content-type", "").split(";")[0].strip()
+                    if kind != media_type:
+                        raise ServerError(
+                            f"POST {path}: HTTP {response.status_code} answered {kind!r}, "
+                            f"expected {media_type!r}"
+                        )
+                    yield self._chunks(path, response)
+                    return
+                self._read(path, response)
+                version_refused = _version_refusal(response)
+                if (
+                    attempt == 0
+                    and version_refused is not None
+                    and self._negotiate(version_refused)
+                ):
+                    continue
+                self._refused(path, response, self._json(path, response))
+        raise AssertionError("unreachable: the second attempt answers or raises")
+
+    @contextmanager
+    def _open_stream(
+        self, path: str, body: BaseModel, headers: dict[str, str], timeout: float | None
+    ) -> Iterator[httpx.Response]:
+        content = self._render(path, body)
+        try:
+            stream = self._http.stream(
+                "POST",
+                path,
+                content=content,
+                headers=headers,
+                timeout=self._http.timeout if timeout is None else timeout,
+            )
+            response = stream.__enter__()
+        except httpx.TransportError as exc:
+            raise self._offline(path, exc) from exc
+        try:
+            yield response
+        finally:
+            stream.__exit__(None, None, None)
+
+    def _chunks(self, path: str, response: httpx.Response) -> Iterator[bytes]:
+        try:
+            yield from response.iter_bytes()
+        except httpx.TransportError as exc:
+            raise Offline(
+                f"the connection to the cloud at {self.base_url} broke while reading the "
+                f"answer to POST {path}: {type(exc).__name__}: {exc}"
+            ) from exc
+
+    def _read(self, path: str, response: httpx.Response) -> None:
+        try:
+            response.read()
+        except httpx.TransportError as exc:
+            raise self._offline(path, exc) from exc
+
+    def _headers(self, path: str, auth: bool) -> dict[str, str]:
         headers = {"content-type": "application/json"}
         if auth:
             if self.credential is None:
@@ -95,22 +181,26 @@ class CloudClient:
                     f"POST {path} needs a device credential; enroll this device first"
                 )
             headers["authorization"] = f"Bearer {self.credential}"
-        response = self._send(path, build(self._version), headers, timeout)
-        refusal = _version_refusal(response)
-        if refusal is not None and self._negotiate(refusal):
-            response = self._send(path, build(self._version), headers, timeout)
-        return self._parse(path, response, response_model)
+        return headers
 
-    def _send(
-        self, path: str, body: BaseModel, headers: dict[str, str], timeout: float | None
-    ) -> httpx.Response:
+    def _render(self, path: str, body: BaseModel) -> str:
         try:
-            content = render_json(body, self._version)
+            return render_json(body, self._version)
         except FieldNotInVersion as exc:
             raise NeedsNewerProtocol(
                 f"POST {path}: {exc}, but the cloud at {self.base_url} is spoken to in "
                 f"version {self._version}; nothing was sent"
             ) from exc
+
+    def _offline(self, path: str, exc: httpx.TransportError) -> Offline:
+        return Offline(
+            f"cannot reach the cloud at {self.base_url} (POST {path}): {type(exc).__name__}: {exc}"
+        )
+
+    def _send(
+        self, path: str, body: BaseModel, headers: dict[str, str], timeout: float | None
+    ) -> httpx.Response:
+        content = self._render(path, body)
         try:
             return self._http.post(
                 path,
@@ -119,10 +209,7 @@ class CloudClient:
                 timeout=self._http.timeout if timeout is None else timeout,
             )
         except httpx.TransportError as exc:
-            raise Offline(
-                f"cannot reach the cloud at {self.base_url} (POST {path}): "
-                f"{type(exc).__name__}: {exc}"
-            ) from exc
+            raise self._offline(path, exc) from exc
 
     def _negotiate(self, refusal: ErrorBody) -> bool:
         """Move to the highest version both sides speak; False if that is the one refused."""
@@ -137,25 +224,32 @@ class CloudClient:
         self._version = common
         return True
 
-    def _parse(
-        self, path: str, response: httpx.Response, response_model: type[ResponseT]
-    ) -> ResponseT:
+    def _json(self, path: str, response: httpx.Response) -> Any:
         try:
-            raw = response.json()
+            return response.json()
         except (json.JSONDecodeError, UnicodeDecodeError):
             raise ServerError(
                 f"POST {path}: HTTP {response.status_code} with a body that is not JSON: "
                 f"{response.text[:200]!r}"
             ) from None
+
+    def _refused(self, path: str, response: httpx.Response, raw: Any) -> NoReturn:
+        """Raise the device error for a non-2xx answer (its ``ErrorBody`` mapped once)."""
+        try:
+            error = ErrorBody.model_validate(raw)
+        except ValidationError:
+            raise ServerError(
+                f"POST {path}: HTTP {response.status_code} without a protocol error body: "
+                f"{str(raw)[:200]}"
+            ) from None
+        raise refusal(error.code.value, error.message, response.status_code)
+
+    def _parse(
+        self, path: str, response: httpx.Response, response_model: type[ResponseT]
+    ) -> ResponseT:
+        raw = self._json(path, response)
         if not response.is_success:
-            try:
-                error = ErrorBody.model_validate(raw)
-            except ValidationError:
-                raise ServerError(
-                    f"POST {path}: HTTP {response.status_code} without a protocol error body: "
-                    f"{str(raw)[:200]}"
-                ) from None
-            raise ServerRefused(error.code.value, error.message, response.status_code)
+            self._refused(path, response, raw)
         if not isinstance(raw, dict):
             raise ServerError(f"POST {path}: expected a JSON object, got {type(raw).__name__}")
         try:

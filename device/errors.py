@@ -218,3 +218,71 @@ class PackageTotalsMismatch(ImportRefused):
 
 class PackageAlreadyImported(ImportRefused):
     """This export id was already imported into this device (see the import ledger)."""
+
+
+class StrongAuthRequired(ServerRefused):
+    """403 ``strong_auth_required``: the cloud has no account key for the space, or the
+    account-key proof did not verify (the cloud's message says which)."""
+
+    def __init__(self, code: str, message: str, status: int) -> None:
+        super().__init__(code, message, status)
+        DeviceError.__init__(
+            self,
+            f"the cloud asks for strong authentication (HTTP {status}, {code}): {message}; "
+            "nothing was started",
+        )
+
+
+class ExportIdUsed(ServerRefused):
+    """409 ``export_id_used``: an export id starts one export only."""
+
+    def __init__(self, code: str, message: str, status: int) -> None:
+        super().__init__(code, message, status)
+        DeviceError.__init__(
+            self,
+            f"the cloud refused the export id (HTTP {status}, {code}): {message}; "
+            "an export id starts one export only, so start a new export",
+        )
+
+
+class ExportUnavailable(ServerRefused):
+    """503 ``export_unavailable``: a store the export needs cannot be read."""
+
+    def __init__(self, code: str, message: str, status: int) -> None:
+        super().__init__(code, message, status)
+        DeviceError.__init__(
+            self,
+            f"the cloud cannot export now (HTTP {status}, {code}): {message}; "
+            "no package was made, try again later",
+        )
+
+
+_REFUSALS: dict[str, type[ServerRefused]] = {
+    "strong_auth_required": StrongAuthRequired,
+    "export_id_used": ExportIdUsed,
+    "export_unavailable": ExportUnavailable,
+}
+
+
+def refusal(code: str, message: str, status: int) -> ServerRefused:
+    """The device error for a cloud's ``ErrorBody``: a specific one where the device
+    acts on the code, else ``ServerRefused``."""
+    return _REFUSALS.get(code, ServerRefused)(code, message, status)
+
+
+class ExportFailed(DeviceError):
+    """An export did not complete: nothing of it was kept in the output directory."""
+
+    def __init__(self, export_id: str, reason: str) -> None:
+        self.export_id = export_id
+        self.reason = reason
+        super().__init__(f"export {export_id} failed and no file of it was kept: {reason}")
+
+
+class ExportDirectoryInvalid(DeviceError):
+    """The output directory of an export does not exist or is not a directory."""
+
+    def __init__(self, path: object, reason: str) -> None:
+        self.path = path
+        self.reason = reason
+        super().__init__(f"cannot export to {path}: {reason}; nothing was asked or written")

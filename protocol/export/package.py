@@ -117,18 +117,19 @@ class ConnectedAccount(WireModel):
     source_id: SourceId
     kind: Literal["connected_source"] = "connected_source"
     capabilities: list[Literal["read"]] = ["read"]
-    first_seen: UtcDatetime
-    last_seen: UtcDatetime
+    first_episode_at: UtcDatetime
+    latest_episode_at: UtcDatetime
     episodes: Annotated[int, Field(ge=0)]
 
 
 class ExportedDevice(WireModel):
-    """An enrolled device (no credential, no key)."""
+    """An enrolled device (no credential, no key). When it last reached the cloud is
+    not exported: it is a liveness stamp, not the user's data, and it would make two
+    exports of the same memory differ."""
 
     device_id: DeviceId
     name: Annotated[str, Field(min_length=1, max_length=64)]
     enrolled_at: UtcDatetime
-    last_seen: UtcDatetime | None = None
     revoked_at: UtcDatetime | None = None
 
 

@@ -79,7 +79,8 @@ def _line(item: object) -> Iterator[str]:
     elif isinstance(item, ConnectedAccount):
         yield (
             f"- {escape(item.source_id)}: {', '.join(item.capabilities)}; "
-            f"{item.episodes} episode(s), {_when(item.first_seen)} to {_when(item.last_seen)}\n"
+            f"{item.episodes} episode(s), {_when(item.first_episode_at)} to "
+            f"{_when(item.latest_episode_at)}\n"
         )
     elif isinstance(item, ExportedDevice):
         revoked = f", revoked {_when(item.revoked_at)}" if item.revoked_at else ""

@@ -138,8 +138,8 @@ def others() -> dict[str, Any]:
         "accounts": [
             ConnectedAccount(
                 source_id="calendar:work",
-                first_seen=EXPORTED_AT - timedelta(days=90),
-                last_seen=EXPORTED_AT,
+                first_episode_at=EXPORTED_AT - timedelta(days=90),
+                latest_episode_at=EXPORTED_AT,
                 episodes=3,
             )
         ],

@@ -76,7 +76,9 @@ def sample_items() -> list[Item]:
         Item(Section.PROJECTS, ExportedProject(name="thesis", open=True, updated_at=AT)),
         Item(
             Section.CONNECTED_ACCOUNTS,
-            ConnectedAccount(source_id="calendar:me", first_seen=AT, last_seen=AT, episodes=2),
+            ConnectedAccount(
+                source_id="calendar:me", first_episode_at=AT, latest_episode_at=AT, episodes=2
+            ),
         ),
         Item(
             Section.DEVICES,
