@@ -726,18 +726,23 @@ class CloudService:
     def _export_frames(
         self, header: PackageHeader, sealer: StreamSealer, sealed_key: bytes
     ) -> Iterator[bytes]:
-        outcome = "abandoned"  # closed before its end: the client went away
+        """The frames; the outcome is logged before the last frame leaves (complete, or
+        failed with the reason), or as abandoned when closed before that."""
+        logged = False
         try:
             yield sealer.header(sealed_key)
             try:
-                yield from sealer.seal_all(line.encode() for line in self.package(header))
-                outcome = "complete"
+                for frame in sealer.seal_all(line.encode() for line in self.package(header)):
+                    if sealer.closed:  # the final frame: the whole package was read
+                        logged = self._finish_export(header, "complete")
+                    yield frame
             except Exception as exc:  # every failure ends the stream with its reason
                 reason = self._export_failure(header, exc)
-                outcome = f"failed: {reason}"
+                logged = self._finish_export(header, f"failed: {reason}")
                 yield sealer.error(reason)
         finally:
-            self._finish_export(header, outcome)
+            if not logged:  # closed before its end: the client went away
+                self._finish_export(header, "abandoned")
 
     def _export_failure(self, header: PackageHeader, exc: Exception) -> str:
         where = f"export {header.export_id} of {header.space_id}"
@@ -753,7 +758,8 @@ class CloudService:
         log.error("%s stopped: %s", where, reason)
         return f"{reason}; nothing partial is kept, try the export again with a new id"
 
-    def _finish_export(self, header: PackageHeader, outcome: str) -> None:
+    def _finish_export(self, header: PackageHeader, outcome: str) -> bool:
+        """Log how the export ended (once: a later call changes nothing); True."""
         try:
             with self.store.session() as s:
                 s.finish_export(header.space_id, header.export_id, self._clock(), outcome)
@@ -763,6 +769,7 @@ class CloudService:
             self.ensure_destroyed()
         except Exception:
             log.exception("export %s: the sweep after it failed", header.export_id)
+        return True
 
     @property
     def _store_name(self) -> str:
