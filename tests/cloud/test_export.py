@@ -9,6 +9,7 @@ import hashlib
 import json
 from collections.abc import Iterator
 from dataclasses import dataclass, replace
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -28,7 +29,7 @@ from protocol.export.package import (
     Section,
     Totals,
 )
-from protocol.export.schema import package_schema
+from protocol.export.schema import package_schema, package_schema_json
 from protocol.export.stream import StreamAborted, open_stream
 from protocol.export.view import render_markdown
 from protocol.messages import AccountKeyRequest, AckRequest, ExportRequest, KeyDestruction
@@ -417,3 +418,10 @@ def test_the_records_section_never_holds_a_rule_or_a_sensitive_record(
             record.lifecycle_state is LifecycleState.ACTIVE
             and record.current.content.layer is Layer.BEHAVIOUR_RULE
         )
+
+
+def test_the_committed_schema_is_the_models_schema() -> None:
+    committed = Path(__file__).resolve().parents[2] / "docs" / "export-package.schema.json"
+    assert committed.read_text() == package_schema_json(), (
+        "regenerate docs/export-package.schema.json (docs/export.md says how)"
+    )
