@@ -155,7 +155,7 @@ class PackageBuilder:
     def _open_records(self, rows: list[RecordRow]) -> list[ExportedRecord]:
         chains = self.s.versions_of(self.space_id, [r.record_id for r in rows])
         keys = {v.key_id for chain in chains.values() for v in chain}
-        deks = self._deks(keys)
+        deks, _forgotten = self._deks(keys)
         out: list[ExportedRecord] = []
         for row in rows:
             chain = chains.get(row.record_id, [])
@@ -208,8 +208,9 @@ class PackageBuilder:
             content=content,
         )
 
-    def _deks(self, key_ids: set[str]) -> dict[str, bytes | str]:
-        """Each key's DEK, or why there is none (a forget names it; the key store lacks it)."""
+    def _deks(self, key_ids: set[str]) -> tuple[dict[str, bytes | str], set[str]]:
+        """Each key's DEK or why there is none (a forget names it; the key store lacks
+        it), and the keys a forget names."""
         forgotten = self.s.forgotten_key_ids(self.space_id, key_ids)
         found: dict[str, bytes | str] = dict(self.vault.data_keys(self.s, self.space_id, key_ids))
         missing = key_ids - found.keys() - forgotten
@@ -227,7 +228,7 @@ class PackageBuilder:
                     f"its data key {key_id} is missing from the key store "
                     f"{self.vault.key_store.path}"
                 )
-        return found
+        return found, forgotten
 
     def _skeletons(self) -> Iterator[Item]:
         after: str | None = None
@@ -266,8 +267,7 @@ class PackageBuilder:
     def _open_episodes(self, rows: Iterable[EpisodeRow]) -> list[Episode]:
         """The episodes among ``rows`` that are not forgotten, opened (in order)."""
         rows = list(rows)
-        deks = self._deks({r.key_id for r in rows})
-        forgotten = self.s.forgotten_key_ids(self.space_id, [r.key_id for r in rows])
+        deks, forgotten = self._deks({r.key_id for r in rows})
         out: list[Episode] = []
         for row in rows:
             if row.key_id in forgotten:
