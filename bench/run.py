@@ -30,6 +30,7 @@ import device.db
 from bench import consolidation as consolidation_bench
 from bench import detector as detector_bench
 from bench import embedding as embedding_bench
+from bench import export as export_bench
 from bench import live as live_bench
 from bench import retrieval as retrieval_bench
 from bench import sync_suite
@@ -222,6 +223,17 @@ def run_sync(smoke: bool) -> dict[str, Any]:
     }
 
 
+def run_export(smoke: bool) -> dict[str, Any]:
+    """Issue 7's export bench alone (``--only export``)."""
+    with tempfile.TemporaryDirectory(prefix="memsync-bench-export-") as tmp:
+        export = export_bench.measure(Path(tmp) / "export", smoke)
+    return {
+        "when": datetime.now(UTC).isoformat(timespec="seconds"),
+        "machine": _machine(),
+        "export": export,
+    }
+
+
 def run(
     n_device: int, n_push: int, sizes: list[int], smoke: bool, n_consolidate: int
 ) -> dict[str, Any]:
@@ -244,6 +256,7 @@ def run(
         push = bench_push(n_push, root / "push")
         consolidation = consolidation_bench.measure(n_consolidate, root / "consolidation")
         live = live_bench.measure(root / "live", smoke)
+        export = export_bench.measure(root / "export", smoke)
     figures = {
         "device_pairs_per_s_sqlcipher": ours_cipher,
         "device_pairs_per_s_sqlcipher_model_stubbed": ours_no_model,
@@ -284,6 +297,7 @@ def run(
         "detector": detector,
         "live_sync": live,
         "sync": sync,
+        "export": export,
     }
 
 
@@ -406,9 +420,10 @@ def main() -> None:
     )
     parser.add_argument(
         "--only",
-        choices=["all", "sync"],
+        choices=["all", "sync", "export"],
         default="all",
-        help="'sync': only issue 6's sync benches (fleet, pull cost, key destruction, live)",
+        help="'sync': only issue 6's sync benches (fleet, pull cost, key destruction, live); "
+        "'export': only issue 7's export bench",
     )
     args = parser.parse_args()
     # a SIGTERM unwinds like Ctrl-C, so clouds stop and bench databases are dropped
@@ -420,6 +435,13 @@ def main() -> None:
         RESULTS.write_text(json.dumps(result, indent=2) + "\n")
         for table in [*render_sync(result["sync"]), live_bench.render(result["live_sync"])]:
             console.print(table)
+        print(f"wrote {RESULTS}")
+        return
+    if args.only == "export":
+        result = run_export(args.smoke)
+        result["smoke"] = args.smoke
+        RESULTS.write_text(json.dumps(result, indent=2) + "\n")
+        console.print(export_bench.render(result["export"]))
         print(f"wrote {RESULTS}")
         return
     n_device, n_push = (20, 20) if args.smoke else (args.device_pairs, args.push_pairs)
@@ -434,6 +456,7 @@ def main() -> None:
         *detector_bench.render(result["detector"]),
         live_bench.render(result["live_sync"]),
         *render_sync(result["sync"]),
+        export_bench.render(result["export"]),
     ]
     for table in tables:
         console.print(table)

@@ -19,6 +19,11 @@ Invariants:
   the credential alone decides the space. A revoked device's credential is refused
   everywhere (401 ``device_revoked``) except ``/v1/wiped``, where it only confirms
   the device's wipe.
+- ``/v1/export`` answers its refusals (403, 409, 503 and the usual ones) as plain
+  errors before any byte of the package; then it streams the sealed package
+  (``protocol.export.stream.MEDIA_TYPE``) from a worker thread, one frame at a time,
+  and when the client goes away the frame iterator is closed at once (its store
+  snapshot released and the export logged as abandoned).
 - A live pull (``wait`` > 0) with nothing after its cursor waits in the event loop
   (``cloud.live``), holding no database connection and no worker thread, until the
   space changes, ``wait`` passes, the client goes away or a newer pull by the same
@@ -28,12 +33,13 @@ Invariants:
 from __future__ import annotations
 
 import json
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Iterator
 from contextlib import asynccontextmanager
 from typing import Any, TypeVar
 
+import anyio
 from fastapi import FastAPI, Request
-from fastapi.responses import Response
+from fastapi.responses import Response, StreamingResponse
 from pydantic import BaseModel, ValidationError
 from starlette.concurrency import run_in_threadpool
 from starlette.exceptions import HTTPException as StarletteHTTPException
@@ -52,6 +58,7 @@ from cloud.openapi import install_openapi
 from cloud.service import CloudService, decode_cursor
 from cloud.validation import BadJson, describe, is_json_media_type, load_json
 from protocol.errors import FieldNotInVersion, MalformedCursor, UnsupportedProtocolVersion
+from protocol.export.stream import MEDIA_TYPE as EXPORT_MEDIA_TYPE
 from protocol.ids import is_id
 from protocol.messages import (
     AccountKeyRequest,
@@ -59,6 +66,7 @@ from protocol.messages import (
     EnrollRequest,
     ErrorBody,
     ErrorCode,
+    ExportRequest,
     PullRequest,
     PushRequest,
     RecallRequest,
@@ -153,6 +161,24 @@ async def _disconnected(request: Request) -> None:
         message: Message = await request.receive()
         if message["type"] == "http.disconnect":
             return
+
+
+async def _in_worker(frames: Iterator[bytes]) -> AsyncIterator[bytes]:
+    """``frames`` iterated in the threadpool; closed (in the threadpool, shielded from
+    the cancellation that a client going away brings) however the response ends."""
+    done = object()
+    try:
+        while True:
+            frame = await run_in_threadpool(next, frames, done)
+            if frame is done:
+                return
+            assert isinstance(frame, bytes)
+            yield frame
+    finally:
+        close = getattr(frames, "close", None)
+        if close is not None:
+            with anyio.CancelScope(shield=True):
+                await run_in_threadpool(close)
 
 
 def create_app(config: CloudConfig) -> FastAPI:
@@ -270,6 +296,13 @@ def create_app(config: CloudConfig) -> FastAPI:
         space_id, device_id = await who(request)
         req = _parse(AccountKeyRequest, await read(request))
         return answer(request, await call(service.register_account_key, space_id, device_id, req))
+
+    @app.post("/v1/export")
+    async def export(request: Request) -> Response:
+        space_id, device_id = await who(request)
+        req = _parse(ExportRequest, await read(request))
+        frames = await call(service.export, space_id, device_id, req)
+        return StreamingResponse(_in_worker(frames), media_type=EXPORT_MEDIA_TYPE)
 
     @app.post("/v1/wiped")
     async def wiped(request: Request) -> Response:

@@ -1,12 +1,14 @@
 """Configuration of one cloud process.
 
-Invariant: the clock and the randomness are injected here and used everywhere in the
-cloud; no logic reads ``datetime.now()`` or ``os.urandom`` directly.
+Invariant: the clock, the randomness and waiting (``sleep``) are injected here and used
+everywhere in the cloud; no logic reads ``datetime.now()`` or ``os.urandom`` or calls
+``time.sleep`` directly.
 """
 
 from __future__ import annotations
 
 import os
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -34,6 +36,10 @@ class CloudConfig:
     ``supported_versions`` is the closed range of protocol versions this cloud accepts
     (default: every version this code speaks); a narrower range makes, for instance, a
     cloud that still speaks only version 1.
+    ``export_wait`` is how long (seconds, in total) an export waits for a store it needs
+    before it is refused ``export_unavailable``; ``sleep`` is how it waits (injected, so
+    tests never sleep). ``region`` names where this cloud runs; nothing a device receives
+    depends on it (an export is the same package in every region).
     """
 
     store_url: str
@@ -44,6 +50,9 @@ class CloudConfig:
     master_key: bytes | None = field(default=None, repr=False)
     embedder: Callable[[], Embedder] | None = None
     supported_versions: VersionRange = SUPPORTED_VERSIONS
+    export_wait: float = 30.0
+    sleep: Callable[[float], None] = time.sleep
+    region: str = "default"
 
     def __post_init__(self) -> None:
         check_range(self.supported_versions)

@@ -89,6 +89,34 @@ class AccountKeyMismatch(CloudError):
     code = ErrorCode.ACCOUNT_KEY_MISMATCH
 
 
+class StrongAuthRequired(CloudError):
+    """An export without a verifying account-key proof (or with no account key at all)."""
+
+    status = 403
+    code = ErrorCode.STRONG_AUTH_REQUIRED
+
+
+class ExportIdUsed(CloudError):
+    """An export id that already started an export (an export id starts one only)."""
+
+    status = 409
+    code = ErrorCode.EXPORT_ID_USED
+
+
+class ExportUnavailable(CloudError):
+    """A store an export needs could not be read, even after waiting; names the store."""
+
+    status = 503
+    code = ErrorCode.EXPORT_UNAVAILABLE
+
+
+class ExportIncomplete(CloudError):
+    """An item the package needs cannot be read while it streams (its data key is
+    missing, or its content does not open): the stream ends with an error chunk naming
+    the item, never with a package that silently lacks it. Never an HTTP status: the
+    200 has been sent by then."""
+
+
 class RequestTooLarge(CloudError):
     status = 413
     code = ErrorCode.REQUEST_TOO_LARGE

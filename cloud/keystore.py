@@ -68,6 +68,11 @@ class KeyStore(Protocol):
 
     def destroy(self, key_ids: Iterable[str]) -> None: ...
 
+    def check_space(self, space_id: str) -> None:
+        """Raise ``KeyStoreError`` naming the reason unless the key store can be read now
+        and holds the space's key (an export asks before it starts)."""
+        ...
+
     def batch(self) -> KeyBatch:
         """A batch for one push: its keys are written together by ``KeyBatch.write``."""
         ...
@@ -211,6 +216,18 @@ class SqliteKeyStore:
             ) from exc
         self._space_keys[space_id] = key
         return key
+
+    def check_space(self, space_id: str) -> None:
+        """Read the store itself (never the cache): it answers and holds the space key."""
+        try:
+            with self._lock:
+                row = self._db.execute(
+                    "SELECT wrapped FROM space_keys WHERE space_id = ?", (space_id,)
+                ).fetchone()
+        except sqlite3.Error as exc:
+            raise KeyStoreError(f"the key store {self.path} cannot be read: {exc}") from exc
+        if row is None:
+            raise KeyStoreError(f"the key store {self.path} holds no key for space {space_id}")
 
     def index_key(self, space_id: str) -> bytes:
         with self._lock:

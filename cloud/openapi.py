@@ -10,6 +10,8 @@ Invariants:
   checks it before anything else; base64 fields carry the pattern the server decodes.
 - Every status a route can answer is listed; every error answer is an ``ErrorBody``.
 - Routes that need a device credential carry the ``bearer`` security requirement.
+- A route that streams binary (``/v1/export``) documents its 200 as that media type
+  with a binary string schema: the sealed frames of ``protocol.export.stream``.
 """
 
 from __future__ import annotations
@@ -25,6 +27,7 @@ from pydantic import BaseModel
 from pydantic.json_schema import JsonSchemaMode, models_json_schema
 
 from cloud.status import RecordState
+from protocol.export.stream import MEDIA_TYPE as EXPORT_MEDIA_TYPE
 from protocol.messages import (
     AccountKeyRequest,
     AccountKeyResponse,
@@ -33,6 +36,7 @@ from protocol.messages import (
     EnrollRequest,
     EnrollResponse,
     ErrorBody,
+    ExportRequest,
     PendingResponse,
     PullRequest,
     PullResponse,
@@ -58,12 +62,15 @@ ERROR_MEANINGS: dict[int, str] = {
     400: "malformed_request (names the field and the reason), "
     "unsupported_protocol_version (names the accepted range) or malformed_cursor",
     401: "unauthorized (no, malformed or unknown credential) or device_revoked",
-    403: "enrollment_refused: the code is unknown, used or expired",
+    403: "enrollment_refused: the code is unknown, used or expired; or "
+    "strong_auth_required: no account key is registered, or the proof does not verify",
     404: "not_found: no such record in the caller's space",
-    409: "pull_required (unacknowledged key destruction) or account_key_mismatch",
+    409: "pull_required (unacknowledged key destruction), account_key_mismatch or "
+    "export_id_used (an export id starts one export only)",
     410: "resync_required: the cursor is below the space's compacted feed floor",
     413: "request_too_large: the body or its op count is over the limit",
     415: "malformed_request: the body is not declared as application/json",
+    503: "export_unavailable: a store the export needs cannot be read (named) after waiting",
 }
 BODY_ERRORS = (400, 413, 415)
 
@@ -73,11 +80,12 @@ class RouteContract:
     """What one route takes and answers."""
 
     summary: str
-    response: type[BaseModel] | None  # None: described inline (health)
+    response: type[BaseModel] | None  # None: described inline (health, a stream)
     request: type[BaseModel] | None = None
     errors: tuple[int, ...] = ()
     authenticated: bool = True
     record_id_param: bool = False
+    stream: tuple[str, str] | None = None  # (media type, description): a binary 200
 
 
 HEALTH_SCHEMA: dict[str, Any] = {
@@ -136,6 +144,20 @@ CONTRACTS: dict[tuple[str, str], RouteContract] = {
         request=AccountKeyRequest,
         response=AccountKeyResponse,
         errors=(*BODY_ERRORS, 401, 409),
+    ),
+    ("POST", "/v1/export"): RouteContract(
+        summary="Export the whole space as one package, sealed to the asking device "
+        "(strong authentication: the account key's proof)",
+        request=ExportRequest,
+        response=None,
+        errors=(*BODY_ERRORS, 401, 403, 409, 503),
+        stream=(
+            EXPORT_MEDIA_TYPE,
+            "The package as a sealed stream (protocol.export.stream): 4-byte big-endian "
+            "length-prefixed frames; the first holds MSX1, a 16-byte nonce prefix and the "
+            "stream key sealed to the device's public key; every later frame is one sealed "
+            "chunk (data, then final; or error with the reason). See docs/export.md.",
+        ),
     ),
     ("POST", "/v1/wiped"): RouteContract(
         summary="A revoked device confirms it wiped its copy (revoked credentials only)",
@@ -208,9 +230,14 @@ def _ref(model: type[BaseModel]) -> dict[str, Any]:
 
 
 def _operation(method: str, path: str, contract: RouteContract) -> dict[str, Any]:
-    responses: dict[str, Any] = {
-        "200": _json(HEALTH_SCHEMA if contract.response is None else _ref(contract.response), "OK")
-    }
+    if contract.stream is not None:
+        media_type, description = contract.stream
+        binary = {"type": "string", "format": "binary"}
+        ok = {"description": description, "content": {media_type: {"schema": binary}}}
+    else:
+        schema = HEALTH_SCHEMA if contract.response is None else _ref(contract.response)
+        ok = _json(schema, "OK")
+    responses: dict[str, Any] = {"200": ok}
     for status in sorted(contract.errors):
         responses[str(status)] = _json(_ref(ErrorBody), ERROR_MEANINGS[status])
     operation: dict[str, Any] = {

@@ -23,6 +23,13 @@ Invariants:
   never a key destruction a registered, unrevoked holder has not acknowledged, and
   raises the feed floor in the same transaction; a pull whose cursor is above 0 and
   below the floor is refused ``ResyncRequired`` before anything is read or written.
+- An export (``export``) is refused before any byte of the package unless the space's
+  registered account key verifies the request's proof (403), its export id never
+  started an export (409) and both stores answer within ``CloudConfig.export_wait``
+  (503 naming the store); refusals change nothing. Its package is read from one store
+  snapshot (``cloud.export``), sealed in chunks to the asking device's public key, and
+  a failure after streaming began ends the stream with an error chunk, never a final
+  one. Every export started is a row of the ``exports`` audit log with its outcome.
 - Only a revoked device's credential confirms a wipe (``confirm_wipe``); a wiped
   device is pending for no forget.
 - The consolidator's ops (``apply_system``) take exactly the push path (same space
@@ -40,12 +47,15 @@ import base64
 import hashlib
 import logging
 import re
-from collections.abc import Callable, Sequence
+import sqlite3
+from collections.abc import Callable, Iterator, Sequence
 from datetime import datetime, timedelta
 from pathlib import Path
 
 from nacl.public import PublicKey, SealedBox
 from pydantic import ValidationError
+from sqlalchemy.engine import make_url
+from sqlalchemy.exc import DBAPIError
 
 from cloud.changes import ChangeReader
 from cloud.config import CloudConfig
@@ -56,14 +66,19 @@ from cloud.errors import (
     AlreadyExists,
     DeviceRevoked,
     EnrollmentRefused,
+    ExportIdUsed,
+    ExportIncomplete,
+    ExportUnavailable,
     KeyStoreError,
     MalformedCursorError,
     MalformedRequest,
     NotFound,
     PullRequired,
     ResyncRequired,
+    StrongAuthRequired,
     Unauthorized,
 )
+from cloud.export import PackageBuilder
 from cloud.facts import FactsReader
 from cloud.keystore import SqliteKeyStore, open_key_store
 from cloud.live import ChangeNotifier
@@ -76,6 +91,8 @@ from cloud.store.sql import SqlSession
 from cloud.validation import describe
 from cloud.vault import Vault
 from protocol.errors import FieldNotInVersion
+from protocol.export.package import PackageHeader
+from protocol.export.stream import PREFIX_BYTES, StreamSealer
 from protocol.ids import is_id, make_id
 from protocol.messages import (
     AccountKeyRequest,
@@ -87,6 +104,7 @@ from protocol.messages import (
     EnrollRequest,
     EnrollResponse,
     EpisodeChange,
+    ExportRequest,
     ForgetStatus,
     PendingDevice,
     PendingResponse,
@@ -110,6 +128,8 @@ from protocol.operations import (
 )
 from protocol.receipts import duplicate_of, receipt_for
 from protocol.rules import Accept, decide
+from protocol.sealing import KEY_BYTES
+from protocol.strongauth import verify_export
 from protocol.version import PROTOCOL_VERSION
 from protocol.versioned import introduced_in, newer_fields
 
@@ -117,6 +137,8 @@ log = logging.getLogger("memsync.cloud")
 
 ENROLLMENT_CODE_TTL = timedelta(hours=24)
 MAX_NAME_CHARS = 64
+EXPORT_FIRST_WAIT = 0.5  # seconds before an export first looks at its stores again
+EXPORT_MAX_STEP = 5.0  # the wait doubles up to this
 PUBLIC_KEY_BYTES = 32
 ACCOUNT_KEY_BYTES = 32
 _CURSOR = re.compile(r"c1:(0|[1-9][0-9]{0,17})")
@@ -634,3 +656,154 @@ class CloudService:
         """The version and lifecycle that were current at ``when`` (no content)."""
         with self.store.session(space_id) as s:
             return as_of(s, space_id, record_id, when)
+
+    # --- export ---------------------------------------------------------------------
+
+    def export(self, space_id: str, device_id: str, req: ExportRequest) -> Iterator[bytes]:
+        """Start export ``req.export_id`` of the caller's whole space: the sealed stream's
+        frames (``protocol.export.stream``), for the asking device only.
+
+        Everything that can refuse runs now, before the iterator is returned, so a
+        refusal is a plain error and changes nothing: the stores must answer (waiting up
+        to ``export_wait``, then ``ExportUnavailable`` naming the store), the account key
+        must verify the proof (``StrongAuthRequired``) and the export id must be new
+        (``ExportIdUsed``). The export is then in the ``exports`` log; iterating reads the
+        package from one snapshot and records how it ended (complete, failed with the
+        reason, or abandoned when the iterator is closed before its end)."""
+        self._await_export_stores(space_id)
+        now = self._clock()
+        with self.store.session(space_id, lock=True) as s:
+            device = s.device(space_id, device_id)
+            if device is None:
+                raise Unauthorized(f"device {device_id} is not enrolled in this space")
+            account_key = s.account_key(space_id)
+            if account_key is None:
+                raise StrongAuthRequired(
+                    f"export {req.export_id}: space {space_id} has no account key registered, "
+                    "so nothing can prove the account passphrase; register it first "
+                    "(nothing was exported)"
+                )
+            if not verify_export(
+                account_key, req.proof, space_id, req.export_id, req.include_sensitive
+            ):
+                part = "with" if req.include_sensitive else "without"
+                raise StrongAuthRequired(
+                    f"export {req.export_id}: the proof does not verify against the account "
+                    f"key of space {space_id} for an export {part} the sensitive classes "
+                    "(wrong passphrase, or a proof made for another export); nothing was "
+                    "exported"
+                )
+            if not s.start_export(space_id, req.export_id, device_id, now, req.include_sensitive):
+                raise ExportIdUsed(
+                    f"export id {req.export_id} already started an export of space "
+                    f"{space_id}; an export id starts one export only (make a new id and a "
+                    "new proof; nothing was exported)"
+                )
+        stream_key = self._random(KEY_BYTES)
+        sealer = StreamSealer(stream_key, self._random(PREFIX_BYTES), req.export_id)
+        header = PackageHeader(
+            export_id=req.export_id,
+            exported_at=now,
+            space_id=space_id,
+            includes_sensitive=req.include_sensitive,
+        )
+        sealed_key = SealedBox(PublicKey(device.public_key)).encrypt(stream_key)
+        return self._export_frames(header, sealer, sealed_key)
+
+    def package(self, header: PackageHeader) -> Iterator[str]:
+        """The package text of ``header``'s space, line by line, from one snapshot held
+        while it is iterated (closed with the iterator). No check, no seal, no log: the
+        export route's reader, and the builder tests' and benches' way in."""
+
+        def forgotten_now(key_ids: set[str]) -> set[str]:
+            with self.store.session() as fresh:
+                return fresh.forgotten_key_ids(header.space_id, key_ids)
+
+        with self.store.snapshot() as s:
+            builder = PackageBuilder(s, self.vault, header.space_id, forgotten_now=forgotten_now)
+            yield from builder.lines(header)
+
+    def _export_frames(
+        self, header: PackageHeader, sealer: StreamSealer, sealed_key: bytes
+    ) -> Iterator[bytes]:
+        """The frames; the outcome is logged before the last frame leaves (complete, or
+        failed with the reason), or as abandoned when closed before that."""
+        logged = False
+        try:
+            yield sealer.header(sealed_key)
+            try:
+                for frame in sealer.seal_all(line.encode() for line in self.package(header)):
+                    if sealer.closed:  # the final frame: the whole package was read
+                        logged = self._finish_export(header, "complete")
+                    yield frame
+            except Exception as exc:  # every failure ends the stream with its reason
+                reason = self._export_failure(header, exc)
+                logged = self._finish_export(header, f"failed: {reason}")
+                yield sealer.error(reason)
+        finally:
+            if not logged:  # closed before its end: the client went away
+                self._finish_export(header, "abandoned")
+
+    def _export_failure(self, header: PackageHeader, exc: Exception) -> str:
+        where = f"export {header.export_id} of {header.space_id}"
+        if isinstance(exc, ExportIncomplete):
+            reason = str(exc)
+        elif isinstance(exc, KeyStoreError | sqlite3.Error):
+            reason = f"the key store {self.key_store.path} cannot be read ({exc})"
+        elif isinstance(exc, DBAPIError):
+            reason = f"the record store {self._store_name} cannot be read ({exc.orig})"
+        else:
+            log.exception("%s failed", where)
+            reason = f"the export failed ({type(exc).__name__}: {exc})"
+        log.error("%s stopped: %s", where, reason)
+        return f"{reason}; nothing partial is kept, try the export again with a new id"
+
+    def _finish_export(self, header: PackageHeader, outcome: str) -> bool:
+        """Log how the export ended (once: a later call changes nothing); True."""
+        try:
+            with self.store.session() as s:
+                s.finish_export(header.space_id, header.export_id, self._clock(), outcome)
+        except Exception:  # the stream's end must not fail on its log line
+            log.exception("export %s: its outcome %r was not logged", header.export_id, outcome)
+        try:  # a forget during the export may owe the record store's WAL truncation
+            self.ensure_destroyed()
+        except Exception:
+            log.exception("export %s: the sweep after it failed", header.export_id)
+        return True
+
+    @property
+    def _store_name(self) -> str:
+        """The record store's URL without its password (for errors and logs)."""
+        return make_url(self.config.store_url).render_as_string(hide_password=True)
+
+    def _export_store_problem(self, space_id: str) -> str | None:
+        """Why a store the export of ``space_id`` needs cannot be read now (None: both can)."""
+        try:
+            with self.store.session() as s:
+                s.space_exists(space_id)
+        except DBAPIError as exc:
+            return f"the record store {self._store_name} cannot be read ({exc.orig})"
+        try:
+            self.key_store.check_space(space_id)
+        except KeyStoreError as exc:
+            return str(exc)
+        return None
+
+    def _await_export_stores(self, space_id: str) -> None:
+        """Return once both stores answer; wait (``config.sleep``) up to
+        ``config.export_wait`` seconds in all, then refuse ``ExportUnavailable``."""
+        waited, step = 0.0, EXPORT_FIRST_WAIT
+        while True:
+            problem = self._export_store_problem(space_id)
+            if problem is None:
+                return
+            if waited >= self.config.export_wait:
+                raise ExportUnavailable(
+                    f"export of {space_id}: {problem}; waited {waited:g} s for it. Nothing "
+                    "was exported; try again later"
+                )
+            pause = min(step, self.config.export_wait - waited)
+            log.warning("export of %s waits %g s: %s", space_id, pause, problem)
+            self.config.sleep(pause)
+            waited += pause
+            step = min(step * 2, EXPORT_MAX_STEP)

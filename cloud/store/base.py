@@ -5,6 +5,9 @@ Invariants:
   back when it raises. ``session(space_id, lock=True)`` takes the space's lock first
   (``SELECT ... FOR UPDATE`` on PostgreSQL, an immediate transaction on SQLite), so
   sequence numbers are given out in one total order and a cursor never skips.
+- A ``snapshot`` is one read-only transaction over one consistent state of the store
+  (REPEATABLE READ on PostgreSQL, a deferred read transaction under WAL on SQLite):
+  what an export reads page by page all comes from the same moment.
 - Every method that reads or writes memory names the space; nothing crosses spaces.
 - Sealed content (``record_versions``, ``episodes``, ``artifacts``) and the
   ``record_events`` log are only ever inserted; no method updates or deletes them.
@@ -170,6 +173,29 @@ class CompactionReport:
     @property
     def total_deleted(self) -> int:
         return sum(n for _kind, n in self.deleted)
+
+
+@dataclass(frozen=True, slots=True)
+class DeviceHistoryRow:
+    """A device as an export shows it: names and times, never a credential or key."""
+
+    device_id: str
+    name: str
+    enrolled_at: datetime
+    last_seen: datetime | None
+    revoked_at: datetime | None
+
+
+@dataclass(frozen=True, slots=True)
+class ExportRow:
+    """One export started (the audit log of exports; ids, times and an outcome)."""
+
+    export_id: str
+    device_id: str
+    started_at: datetime
+    finished_at: datetime | None
+    include_sensitive: bool
+    outcome: str  # streaming | complete | abandoned | failed: <reason>
 
 
 WORK_KINDS = ("candidate", "behaviour", "external")
@@ -393,6 +419,26 @@ class StoreSession(Protocol):
         limit: int = 1000,
     ) -> list[WorkItemRow]: ...
 
+    # export (cloud.store.sql_export): keyset pages in id order, the exports audit log
+    def records_page(
+        self, space_id: str, after: str | None, limit: int, *, forgotten: bool | None = None
+    ) -> list[RecordRow]: ...
+    def versions_of(
+        self, space_id: str, record_ids: Iterable[str]
+    ) -> dict[str, list[VersionRow]]: ...
+    def episodes_page(self, space_id: str, after: str | None, limit: int) -> list[EpisodeRow]: ...
+    def device_history(self, space_id: str) -> list[DeviceHistoryRow]: ...
+    def start_export(
+        self,
+        space_id: str,
+        export_id: str,
+        device_id: str,
+        at: datetime,
+        include_sensitive: bool,
+    ) -> bool: ...
+    def finish_export(self, space_id: str, export_id: str, at: datetime, outcome: str) -> None: ...
+    def export(self, space_id: str, export_id: str) -> ExportRow | None: ...
+
 
 class RecordStore(Protocol):
     """A record store: SQLite (embedded default) or PostgreSQL (production)."""
@@ -403,6 +449,11 @@ class RecordStore(Protocol):
     def session(
         self, space_id: str | None = None, *, lock: bool = False
     ) -> AbstractContextManager[StoreSession]: ...
+
+    def snapshot(self) -> AbstractContextManager[StoreSession]:
+        """A read-only transaction that sees one consistent snapshot of the whole store
+        and blocks no writer (an export reads through it)."""
+        ...
 
     def audit_blobs(self) -> Iterator[bytes | str]:
         """Every bytes or str value stored in every table (for forensic scans)."""

@@ -383,6 +383,30 @@ def _v9_version_authors(conn: Connection) -> None:
     conn.exec_driver_sql("ALTER TABLE record_versions ADD COLUMN made_by TEXT")
 
 
+# Issue 7's exports table. Another branch adds migration 10; this one is numbered here
+# alone (``EXPORTS_MIGRATION``), so a renumbering at merge is one line.
+EXPORTS_MIGRATION = 11
+_EXPORTS = """
+CREATE TABLE exports (
+    space_id TEXT NOT NULL REFERENCES spaces(space_id),
+    export_id TEXT NOT NULL,
+    device_id TEXT NOT NULL,
+    started_at {ts} NOT NULL,
+    finished_at {ts},
+    include_sensitive BOOLEAN NOT NULL,
+    outcome TEXT NOT NULL,
+    PRIMARY KEY (space_id, export_id)
+)
+"""
+
+
+def _v11_exports(conn: Connection) -> None:
+    """One row per export started: an export id starts one export only, and the rows
+    are the audit log of exports (who, when, with or without the sensitive classes,
+    how it ended). No content, no key."""
+    conn.exec_driver_sql(_EXPORTS.format(**_TYPES[conn.dialect.name]))
+
+
 @dataclass(frozen=True)
 class Migration:
     version: int
@@ -400,6 +424,7 @@ MIGRATIONS: tuple[Migration, ...] = (
     Migration(7, "feed_floor", _v7_feed_floor),
     Migration(8, "wipe_confirmation", _v8_wipe_confirmation),
     Migration(9, "version_authors", _v9_version_authors),
+    Migration(EXPORTS_MIGRATION, "exports", _v11_exports),
 )
 
 _CREATE_MIGRATIONS = {

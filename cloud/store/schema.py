@@ -316,6 +316,21 @@ ended_conversations = Table(
     Column("ended_at", UtcDateTime, nullable=False),
 )
 
+# One row per export started (migration ``EXPORTS_MIGRATION``; ``cloud.store.sql_export``):
+# an export id starts one export only, and the table is the audit log of exports. Ids,
+# times and an outcome only: nothing of what the package held.
+exports = Table(
+    "exports",
+    metadata,
+    Column("space_id", Text, primary_key=True),
+    Column("export_id", Text, primary_key=True),
+    Column("device_id", Text, nullable=False),
+    Column("started_at", UtcDateTime, nullable=False),
+    Column("finished_at", UtcDateTime),  # NULL while streaming (or after a crash)
+    Column("include_sensitive", Boolean, nullable=False),
+    Column("outcome", Text, nullable=False),  # streaming | complete | abandoned | failed: ...
+)
+
 # Columns a table has on one dialect only (the lexical index's own representation).
 DIALECT_COLUMNS: dict[str, dict[str, frozenset[str]]] = {
     "sqlite": {"record_search": frozenset({"fts_rowid"})},

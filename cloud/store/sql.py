@@ -2,13 +2,16 @@
 
 Invariants: see ``cloud.store.base``. The dialect differences are confined here (and
 to ``cloud.store.statements.insert_ignore``):
-SQLite runs every transaction as ``BEGIN IMMEDIATE`` (one writer at a time, so the
+SQLite runs every session as ``BEGIN IMMEDIATE`` (one writer at a time, so the
 space lock is the database lock) with WAL and foreign keys on; PostgreSQL locks the
-space row with ``SELECT ... FOR UPDATE`` (pushes) or ``FOR SHARE`` (pulls).
+space row with ``SELECT ... FOR UPDATE`` (pushes) or ``FOR SHARE`` (pulls). A
+``snapshot`` (an export's read) is ``BEGIN DEFERRED`` on SQLite and REPEATABLE READ,
+READ ONLY on PostgreSQL: one consistent state, and no writer waits for it.
 """
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from datetime import datetime
@@ -52,6 +55,7 @@ from cloud.store.base import (
 )
 from cloud.store.migrations import LEGACY_EPISTEMIC_PLACEHOLDER, migrate
 from cloud.store.search import SearchQueries
+from cloud.store.sql_export import ExportQueries
 from cloud.store.sql_memory import MemoryQueries, chunks
 from cloud.store.sql_work import WorkQueries
 
@@ -59,6 +63,7 @@ _chunks = chunks
 # the PostgreSQL channel on which a commit that moved a space's change feed says so
 CHANGES_CHANNEL = "memsync_changes"
 _NOTIFY_CHANGED = text("SELECT pg_notify(:channel, :sp)")
+SNAPSHOT_OPTION = "memsync_snapshot"  # execution option of a read-only snapshot connection
 
 
 def make_engine(url: str) -> Engine:
@@ -97,7 +102,10 @@ def make_engine(url: str) -> Engine:
 
         @event.listens_for(engine, "begin")
         def _on_begin(conn: Connection) -> None:
-            conn.exec_driver_sql("BEGIN IMMEDIATE")
+            # a snapshot (an export) only reads: a deferred transaction, which under WAL
+            # sees one state from its first read and blocks no writer
+            snapshot = conn.get_execution_options().get(SNAPSHOT_OPTION, False)
+            conn.exec_driver_sql("BEGIN DEFERRED" if snapshot else "BEGIN IMMEDIATE")
 
         return engine
     if backend == "postgresql":
@@ -115,6 +123,8 @@ class SqlStore:
         self.url = url
         self._engine = make_engine(url)
         self.migrations_applied = migrate(self._engine, clock)
+        self._snapshots = 0  # snapshots open in this process (an export streaming)
+        self._snapshots_lock = threading.Lock()
 
     @property
     def dialect(self) -> str:
@@ -131,6 +141,26 @@ class SqlStore:
             if space_id is not None:
                 session.lock_space(space_id, exclusive=lock)
             yield session
+
+    @contextmanager
+    def snapshot(self) -> Iterator[SqlSession]:
+        """A read-only transaction over one consistent snapshot (``cloud.store.base``):
+        REPEATABLE READ, READ ONLY on PostgreSQL; a deferred transaction on SQLite."""
+        with self._snapshots_lock:
+            self._snapshots += 1
+        try:
+            with self._engine.connect() as conn:
+                if self.dialect == "postgresql":
+                    conn.execution_options(
+                        isolation_level="REPEATABLE READ", postgresql_readonly=True
+                    )
+                else:
+                    conn.execution_options(**{SNAPSHOT_OPTION: True})
+                with conn.begin():
+                    yield SqlSession(conn)
+        finally:
+            with self._snapshots_lock:
+                self._snapshots -= 1
 
     def audit_blobs(self) -> Iterator[bytes | str]:
         with self._engine.connect() as conn:
@@ -151,9 +181,15 @@ class SqlStore:
 
     def checkpoint(self) -> bool:
         """SQLite: copy the WAL into the file and truncate it, so rows deleted with
-        ``secure_delete`` leave no copy in the WAL. True when done (or on PostgreSQL)."""
+        ``secure_delete`` leave no copy in the WAL. True when done (or on PostgreSQL).
+
+        While a snapshot of this process reads an older state (an export streaming), the
+        WAL cannot be truncated: False at once, instead of waiting out the busy timeout;
+        the caller owes the checkpoint and retries (an export retries when it ends)."""
         if self.dialect != "sqlite":
             return True
+        if self._snapshots:
+            return False
         raw = self._engine.raw_connection()  # outside any transaction (autocommit driver)
         try:
             cursor = raw.cursor()
@@ -167,7 +203,7 @@ class SqlStore:
         self._engine.dispose()
 
 
-class SqlSession(MemoryQueries, SearchQueries, WorkQueries):
+class SqlSession(MemoryQueries, SearchQueries, WorkQueries, ExportQueries):
     """One transaction. Every method is scoped to the space it is handed."""
 
     def __init__(self, conn: Connection) -> None:

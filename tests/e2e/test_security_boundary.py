@@ -189,6 +189,7 @@ ROUTES: dict[tuple[str, str], dict[str, Any]] = {
     ("POST", "/v1/ack"): {},
     ("POST", "/v1/account-key"): {},
     ("POST", "/v1/wiped"): {},
+    ("POST", "/v1/export"): {},
     ("GET", "/v1/forgets/pending"): {},
     ("GET", "/v1/records/{record_id}"): {},
 }
@@ -268,6 +269,17 @@ def test_no_route_reaches_another_space(cloud: RunningCloud, tmp_path: Path) -> 
                     "/v1/account-key", headers={}, json={**v1, "account_key": "A" * 43 + "="}
                 ),
                 ("POST", "/v1/wiped"): http.post("/v1/wiped", headers=theirs, json=v1),
+                # the stranger's credential decides the space: only its own could be exported
+                ("POST", "/v1/export"): http.post(
+                    "/v1/export",
+                    headers=theirs,
+                    json={
+                        **v1,
+                        "export_id": "exp_aaaaaaaaaaaaaaaa",
+                        "include_sensitive": True,
+                        "proof": "A" * 86 + "==",
+                    },
+                ),
                 ("GET", "/v1/forgets/pending"): http.get("/v1/forgets/pending", headers=theirs),
                 ("GET", "/v1/records/{record_id}"): http.get(
                     f"/v1/records/{record}", headers=theirs
@@ -283,6 +295,7 @@ def test_no_route_reaches_another_space(cloud: RunningCloud, tmp_path: Path) -> 
         assert answers[("POST", "/v1/enroll")].status_code == 403
         assert answers[("POST", "/v1/account-key")].status_code == 401
         assert answers[("GET", "/v1/records/{record_id}")].status_code == 404
+        assert answers[("POST", "/v1/export")].status_code == 403  # no account key of its own
         # a device that is not revoked has no wipe to confirm, and is not marked wiped
         assert answers[("POST", "/v1/wiped")].status_code == 404
         assert "is not revoked" in answers[("POST", "/v1/wiped")].json()["message"]
