@@ -113,8 +113,8 @@ class PackageBuilder:
                 Section.CONNECTED_ACCOUNTS,
                 ConnectedAccount(
                     source_id=source_id,
-                    first_seen=found.first,
-                    last_seen=found.last,
+                    first_episode_at=found.first,
+                    latest_episode_at=found.last,
                     episodes=found.episodes,
                 ),
             )
@@ -319,7 +319,6 @@ class PackageBuilder:
                     device_id=row.device_id,
                     name=row.name,
                     enrolled_at=row.enrolled_at,
-                    last_seen=row.last_seen,
                     revoked_at=row.revoked_at,
                 ),
             )

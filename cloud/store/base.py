@@ -182,7 +182,6 @@ class DeviceHistoryRow:
     device_id: str
     name: str
     enrolled_at: datetime
-    last_seen: datetime | None
     revoked_at: datetime | None
 
 

@@ -84,14 +84,15 @@ class ExportQueries:
 
     def device_history(self, space_id: str) -> list[DeviceHistoryRow]:
         """Every device ever enrolled in the space: names and times only (no credential
-        hash, no public key)."""
+        hash, no public key, and not when it last reached the cloud: a liveness stamp
+        that replays may move and nothing decides on)."""
         c = t.devices.c
         rows = self.conn.execute(
-            select(c.device_id, c.name, c.enrolled_at, c.last_seen, c.revoked_at)
+            select(c.device_id, c.name, c.enrolled_at, c.revoked_at)
             .where(c.space_id == space_id)
             .order_by(c.enrolled_at, c.device_id)
         )
-        return [DeviceHistoryRow(r[0], r[1], r[2], r[3], r[4]) for r in rows]
+        return [DeviceHistoryRow(r[0], r[1], r[2], r[3]) for r in rows]
 
     # --- the exports table (one export per id; the audit log) -----------------------
 
