@@ -1,0 +1,207 @@
+"""Export then import into a fresh account, through the real cloud (uvicorn, httpx) on
+SQLite and PostgreSQL: the same content arrives, every record a candidate "imported,
+not verified"; the package is the whole space, sealed to the asking device, with the
+device's own kept classes added; nothing of a forgotten record travels.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Iterator
+from datetime import UTC, datetime
+from pathlib import Path
+
+import pytest
+
+from cloud.config import CloudConfig
+from device.agent import DeviceAgent
+from device.views import RecordView
+from protocol.export.package import ExportedRecord, ExportPackage
+from protocol.ids import make_id
+from protocol.model import (
+    EpistemicState,
+    Initiator,
+    Layer,
+    LifeArea,
+    LifecycleState,
+    RecordContent,
+    Sensitivity,
+    SourceKind,
+    TimeKind,
+)
+from protocol.operations import Consolidate
+from simulator.cloud_runner import RunningCloud
+from simulator.fleet import DeviceHandle, Fleet
+
+ACCOUNT = "correct horse battery staple"
+TYPED = (
+    "I grew up in Duluth. I drink my coffee iced. Answer me in short bullet lists. "
+    "I am renovating the attic this spring."
+)
+CORRECTION = "I drink my coffee hot now."
+KEPT = "I take insulin every morning."
+ASTHMA = "I have asthma."
+
+
+@pytest.fixture(params=["sqlite", "postgresql"])
+def cloud(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[RunningCloud]:
+    if request.param == "sqlite":
+        with RunningCloud.sqlite(tmp_path / "cloud") as running:
+            yield running
+        return
+    request.applymarker(pytest.mark.postgres)
+    make_db: Callable[[], str] = request.getfixturevalue("postgres_database")
+    config = CloudConfig(store_url=make_db(), key_store_path=tmp_path / "keys.db")
+    with RunningCloud(config) as running:
+        yield running
+
+
+def _content_key(record: ExportedRecord) -> tuple[object, ...]:
+    c = record.current.content
+    areas = tuple(a.value for a in c.life_areas)
+    return (c.text, areas, c.sensitivity.value, c.time_kind.value, c.project)
+
+
+def _view_key(view: RecordView) -> tuple[object, ...]:
+    return (view.text, view.life_areas, view.sensitivity, view.time_kind, view.project)
+
+
+def _accepted_rule(agent: DeviceAgent, text: str) -> str:
+    """A behaviour rule the assistant proposed from what the user did, then accepted."""
+    episode = agent.observe("answer length in the morning", "short", source="chat-app")
+    record = make_id("rec", b"rule-record-0001")
+    agent.apply_operation(
+        Consolidate(
+            op_id=make_id("op", b"rule-proposal-01"),
+            made_at=datetime(2026, 3, 1, 10, 0, tzinfo=UTC),
+            initiated_by=Initiator.ASSISTANT,
+            record_id=record,
+            content=RecordContent(
+                text=text,
+                epistemic_state=EpistemicState.INFERRED,
+                layer=Layer.BEHAVIOUR_RULE,
+                source_episode_ids=[episode],
+                source_kind=SourceKind.USER_BEHAVIOUR,
+            ),
+        )
+    )
+    agent.accept_rule(record)
+    return record
+
+
+def _fill(phone: DeviceHandle) -> dict[str, str]:
+    a = phone.agent
+    a.say(TYPED, "c1")
+    a.set_project("attic", True)
+    ids = {
+        "duluth": a.remember("I grew up in Duluth.", "c1", life_areas=[LifeArea.GENERAL]).record_id,
+        "coffee": a.remember(
+            "I drink my coffee iced.", "c1", life_areas=[LifeArea.LEISURE]
+        ).record_id,
+        "attic": a.remember(
+            "I am renovating the attic this spring.",
+            "c1",
+            life_areas=[LifeArea.HOME],
+            project="attic",
+            time_kind=TimeKind.FOR_NOW,
+        ).record_id,
+    }
+    a.say("My locker code is 4417.", "c5")  # its own conversation: forgetting it takes
+    ids["locker"] = a.remember("My locker code is 4417.", "c5").record_id  # its episode
+    ids["rule"] = _accepted_rule(a, "Keep answers short in the morning.")
+    a.say(CORRECTION, "c2")
+    a.correct(ids["coffee"], CORRECTION, "c2")
+    a.say(ASTHMA, "c3")
+    ids["asthma"] = a.remember(
+        ASTHMA, "c3", life_areas=[LifeArea.HEALTH], sensitivity=Sensitivity.HEALTH
+    ).record_id
+    assert a.sync().refused == []
+    a.forget_permanently(ids["locker"])
+    a.keep_on_device(Sensitivity.HEALTH)
+    a.say(KEPT, "c4")
+    ids["insulin"] = a.remember(
+        KEPT, "c4", life_areas=[LifeArea.HEALTH], sensitivity=Sensitivity.HEALTH
+    ).record_id
+    report = a.sync()
+    assert report.refused == [], report.refused
+    return ids
+
+
+def test_export_then_import_into_a_fresh_account_gives_the_same_content_as_candidates(
+    cloud: RunningCloud, tmp_path: Path
+) -> None:
+    fleet = Fleet(cloud, tmp_path / "devices")
+    try:
+        ada = fleet.add_user("ada")
+        phone = fleet.add_device(ada, "phone", account_passphrase=ACCOUNT)
+        ids = _fill(phone)
+        out = tmp_path / "out"
+        out.mkdir()
+        result = phone.agent.export(out, ACCOUNT)
+
+        # one JSON package in the open schema, and its human-readable view beside it
+        text = result.package_path.read_text()
+        package = ExportPackage.model_validate_json(text)
+        assert json.loads(text)["schema_version"] == 1
+        assert (
+            result.view_path.exists() and "I grew up in Duluth\\." in result.view_path.read_text()
+        )
+        assert oct(result.package_path.stat().st_mode & 0o777) == "0o600"
+        by_id = {r.id: r for r in package.all_records()}
+        # every field, version chains included
+        coffee = by_id[ids["coffee"]]
+        assert [v.content.text for v in coffee.versions] == ["I drink my coffee iced.", CORRECTION]
+        assert coffee.versions[1].supersedes == 1 and coffee.current_version == 2
+        # the forgotten record is a skeleton and nothing more
+        assert [s.id for s in package.skeletons] == [ids["locker"]]
+        assert "4417" not in text and "locker" not in text
+        # accepted behaviour rules apart; sensitive classes apart, the kept class included
+        assert [r.id for r in package.behaviour_rules] == [ids["rule"]]
+        assert package.sensitive is not None
+        assert {r.id for r in package.sensitive.records} == {ids["asthma"], ids["insulin"]}
+        assert result.device_only_records == 1
+        assert {r.id for r in package.records} == {ids["duluth"], ids["coffee"], ids["attic"]}
+        assert [(p.name, p.open) for p in package.projects] == [("attic", True)]
+        assert [d.name for d in package.devices] == ["phone"]
+        assert package.tasks == []
+        texts = {e.text for e in [*package.episodes, *package.sensitive.episodes]}
+        assert TYPED in texts and ASTHMA in texts and KEPT in texts
+
+        # a package without the sensitive classes holds none of them
+        bare = phone.agent.export(out, ACCOUNT, include_sensitive=False)
+        bare_text = bare.package_path.read_text()
+        assert json.loads(bare_text)["sensitive"] is None
+        assert "asthma" not in bare_text and "insulin" not in bare_text
+
+        # import into a fresh account (a held-back user on the same cloud)
+        bea = fleet.add_user("bea")
+        laptop = fleet.add_device(bea, "laptop")
+        report = laptop.agent.import_package(result.package_path)
+        assert report.kind == "package" and report.export_id == result.export_id
+        synced = laptop.agent.sync()
+        assert synced.refused == []
+        views = {v.record_id: v for v in laptop.agent.what_do_you_know()}
+        imported = [_view_key(views[rid]) for rid in report.record_ids]
+        assert sorted(imported, key=repr) == sorted(
+            (_content_key(r) for r in package.all_records()), key=repr
+        )
+        assert not set(report.record_ids) & set(by_id)  # new ids: nothing overwritten
+        for rid in report.record_ids:
+            view = views[rid]
+            assert (view.lifecycle, view.source_kind, view.layer) == (
+                LifecycleState.CANDIDATE.value,
+                "import",
+                Layer.CONSOLIDATED_FACT.value,
+            )
+        assert laptop.agent.rules() == []
+        # the cloud keeps them candidates too (the laptop keeps no class on the device,
+        # so every imported record, the phone's kept one included, reached the cloud)
+        with cloud.operator.store.session(bea.space_id) as s:
+            rows = s.records(bea.space_id, report.record_ids)
+        assert {row.lifecycle for row in rows.values()} == {"candidate"}
+        assert len(rows) == len(report.record_ids)
+        # and the first account is untouched by all of it
+        with cloud.operator.store.session(ada.space_id) as s:
+            assert s.records(ada.space_id, report.record_ids) == {}
+    finally:
+        fleet.close()
