@@ -33,7 +33,8 @@ class CloudConfig:
     (default: ``cloud.embedder.default_embedder``, the model ``make model`` builds).
     ``supported_versions`` is the closed range of protocol versions this cloud accepts
     (default: every version this code speaks); a narrower range makes, for instance, a
-    cloud that still speaks only version 1.
+    cloud that still speaks only version 1. ``region`` names the region this deployment
+    serves (``GET /v1/service``; a shutdown ends the accounts of this region).
     """
 
     store_url: str
@@ -44,6 +45,7 @@ class CloudConfig:
     master_key: bytes | None = field(default=None, repr=False)
     embedder: Callable[[], Embedder] | None = None
     supported_versions: VersionRange = SUPPORTED_VERSIONS
+    region: str = "default"
 
     def __post_init__(self) -> None:
         check_range(self.supported_versions)

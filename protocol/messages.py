@@ -10,6 +10,7 @@ renders and parses every message here for one version (version 2 added
 from __future__ import annotations
 
 from collections.abc import Mapping
+from datetime import UTC, datetime
 from enum import StrEnum
 from typing import Annotated, Any, Literal
 
@@ -17,7 +18,15 @@ from pydantic import Field, TypeAdapter
 
 from protocol.confidence import ConfidenceClass
 from protocol.errors import UnsupportedProtocolVersion
-from protocol.ids import ArtifactId, ConversationId, DeviceId, EpisodeId, RecordId, SpaceId
+from protocol.ids import (
+    ArtifactId,
+    ConversationId,
+    DeviceId,
+    EpisodeId,
+    RecordId,
+    RequestId,
+    SpaceId,
+)
 from protocol.model import (
     RECORD_SCHEMA_VERSION,
     EpistemicState,
@@ -71,6 +80,9 @@ class ErrorCode(StrEnum):
     ACCOUNT_KEY_MISMATCH = "account_key_mismatch"
     DEVICE_REVOKED = "device_revoked"
     RESYNC_REQUIRED = "resync_required"
+    ACCOUNT_ENDED = "account_ended"  # the space ended: the device must wipe its copy
+    SERVICE_CLOSED = "service_closed"  # the service closed: only export stays open
+    STRONG_AUTH_REQUIRED = "strong_auth_required"  # no account key, or a bad proof
 
 
 class ErrorBody(Envelope):
@@ -349,3 +361,72 @@ class RecallResponse(Envelope):
     device's private key, so a stolen credential alone reads no memory."""
 
     sealed_answer: B64Bytes
+
+
+# --- the end of an account, and the service's closing (protocol 2 on) -------------------
+
+DELETE_ACCOUNT_SINCE = 2  # the protocol version ``POST /v1/account/delete`` came with
+
+
+class DeleteAccountRequest(Envelope):
+    """``POST /v1/account/delete``: the user deletes the whole account. ``proof`` is an
+    Ed25519 signature by the account key over ``protocol.strongauth``'s
+    ``delete_account_challenge(space, request_id)``, so it deletes this space only and
+    was made for this one request."""
+
+    request_id: RequestId
+    proof: B64Bytes
+
+
+class DeleteAccountResponse(Envelope):
+    """The account ended: every key of its memory is destroyed; ``pending`` are the
+    devices that have not yet confirmed they wiped their copy."""
+
+    space_id: SpaceId
+    ended_at: UtcDatetime
+    pending: list[PendingDevice]
+
+
+class ServiceMode(StrEnum):
+    """Where the service is in a shutdown (``cloud.closing.mode_at``)."""
+
+    OPEN = "open"  # no shutdown announced
+    CLOSING = "closing"  # announced: everything works until ``closes_at``
+    EXPORT_ONLY = "export_only"  # after ``closes_at``: no writes, export stays open
+    CLOSED = "closed"  # after ``export_until``: every account ended, keys destroyed
+
+
+class ServiceStatus(Envelope):
+    """``GET /v1/service``: the service's region and whether it is shutting down."""
+
+    region: str
+    mode: ServiceMode
+    announced_at: UtcDatetime | None = None
+    closes_at: UtcDatetime | None = None
+    export_until: UtcDatetime | None = None
+
+
+# every answer of a closing service carries this header (``closing_header``)
+CLOSING_HEADER = "Memsync-Closing"
+
+
+def closing_header(closes_at: datetime, export_until: datetime) -> str:
+    """The ``Memsync-Closing`` value: ``closes_at=<iso>; export_until=<iso>`` (UTC)."""
+    return f"closes_at={_iso(closes_at)}; export_until={_iso(export_until)}"
+
+
+def parse_closing_header(value: str) -> tuple[datetime, datetime] | None:
+    """``(closes_at, export_until)`` of a ``Memsync-Closing`` value; None if it is not one."""
+    parts = dict(part.strip().partition("=")[::2] for part in value.split(";"))
+    try:
+        closes_at = datetime.fromisoformat(parts["closes_at"].replace("Z", "+00:00"))
+        export_until = datetime.fromisoformat(parts["export_until"].replace("Z", "+00:00"))
+    except (KeyError, ValueError):
+        return None
+    if closes_at.tzinfo is None or export_until.tzinfo is None:
+        return None
+    return closes_at.astimezone(UTC), export_until.astimezone(UTC)
+
+
+def _iso(at: datetime) -> str:
+    return at.astimezone(UTC).isoformat().replace("+00:00", "Z")
