@@ -12,6 +12,8 @@ Invariants:
   speak, and keeps speaking it for the rest of its life. A refused version means the
   cloud did nothing, so the retry cannot apply anything twice. With no common version
   it raises ``NoCommonProtocolVersion`` naming both ranges.
+- Every answer's ``Memsync-Closing`` header (the service is closing) is kept in
+  ``closing``, so the device can tell its user.
 - httpx errors and non-2xx answers are mapped here, once, to ``device.errors``:
   connection errors and timeouts -> ``Offline``; an ``ErrorBody`` -> ``ServerRefused``;
   anything else -> ``ServerError``.
@@ -35,7 +37,7 @@ from device.errors import (
     ServerRefused,
 )
 from protocol.errors import FieldNotInVersion, UnsupportedProtocolVersion
-from protocol.messages import ErrorBody, ErrorCode, PullRequest, peek_version
+from protocol.messages import CLOSING_HEADER, ErrorBody, ErrorCode, PullRequest, peek_version
 from protocol.version import SUPPORTED_VERSIONS, VersionRange, check_range, common_version
 from protocol.versioned import introduced_in, parse, render_json
 
@@ -59,6 +61,8 @@ class CloudClient:
         self._version = self.protocol_versions[1]
         self._http = httpx.Client(base_url=base_url, transport=transport, timeout=timeout)
         self.credential: str | None = None
+        # the ``Memsync-Closing`` header of the last answer (None: the service is not closing)
+        self.closing: str | None = None
 
     @property
     def protocol_version(self) -> int:
@@ -112,7 +116,7 @@ class CloudClient:
                 f"version {self._version}; nothing was sent"
             ) from exc
         try:
-            return self._http.post(
+            response = self._http.post(
                 path,
                 content=content,
                 headers=headers,
@@ -123,6 +127,8 @@ class CloudClient:
                 f"cannot reach the cloud at {self.base_url} (POST {path}): "
                 f"{type(exc).__name__}: {exc}"
             ) from exc
+        self.closing = response.headers.get(CLOSING_HEADER)
+        return response
 
     def _negotiate(self, refusal: ErrorBody) -> bool:
         """Move to the highest version both sides speak; False if that is the one refused."""
