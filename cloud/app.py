@@ -324,7 +324,8 @@ def create_app(config: CloudConfig) -> FastAPI:
 
     @app.post("/v1/wiped")
     async def wiped(request: Request) -> Response:
-        # the one route a revoked credential may use: to confirm the device wiped itself
+        # the one route a revoked credential, or one of an ended space, may use: to
+        # confirm the device wiped itself
         credential = _credential(request)
         _parse(WipedRequest, await read(request))
         return answer(request, await call(service.confirm_wipe, credential))

@@ -4,7 +4,10 @@ Invariants: each message carries ``protocol_version``; push answers one receipt 
 op in request order; pull returns changes in server order with an opaque cursor.
 A field added in a later protocol version carries ``Since(n)``; ``protocol.versioned``
 renders and parses every message here for one version (version 2 added
-``PullRequest.wait`` and ``RecordVersionChange.schema_version``).
+``PullRequest.wait`` and ``RecordVersionChange.schema_version``). A message new in a
+later version names it once (``DELETE_ACCOUNT_SINCE``) and the cloud refuses it in an
+older one. The ``Memsync-Closing`` header's format lives here too, so both sides read
+it alike.
 """
 
 from __future__ import annotations
@@ -417,7 +420,10 @@ def closing_header(closes_at: datetime, export_until: datetime) -> str:
 
 def parse_closing_header(value: str) -> tuple[datetime, datetime] | None:
     """``(closes_at, export_until)`` of a ``Memsync-Closing`` value; None if it is not one."""
-    parts = dict(part.strip().partition("=")[::2] for part in value.split(";"))
+    parts: dict[str, str] = {}
+    for part in value.split(";"):
+        name, _, text = part.strip().partition("=")
+        parts[name] = text
     try:
         closes_at = datetime.fromisoformat(parts["closes_at"].replace("Z", "+00:00"))
         export_until = datetime.fromisoformat(parts["export_until"].replace("Z", "+00:00"))

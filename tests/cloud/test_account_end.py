@@ -12,8 +12,10 @@ from datetime import timedelta
 from pathlib import Path
 
 import pytest
+from fastapi.testclient import TestClient
 
 from cloud.account_end import REDACTED_REASON, EndReason
+from cloud.app import create_app
 from cloud.config import CloudConfig
 from cloud.errors import (
     AccountEnded,
@@ -299,3 +301,54 @@ def test_deleting_the_account_needs_the_account_key(
     assert base64.b64encode(request.proof)  # the proof itself is not stored anywhere
     for value in service.store.audit_blobs():
         assert request.proof not in (value if isinstance(value, bytes) else value.encode())
+
+
+# --- over HTTP ------------------------------------------------------------------------
+
+
+def test_deleting_the_account_over_http(config: CloudConfig) -> None:
+    with TestClient(create_app(config)) as client:
+        service = client.app.state.service  # type: ignore[attr-defined]
+        phone, laptop = new_user(service, "alice", "phone", "laptop")
+        space = phone.space_id
+        key = strongauth.account_signing_key(PASSPHRASE, space)
+        proof = strongauth.prove_delete_account(key, space, "req_aaaaaaaaaaaa")
+        body = {
+            "protocol_version": 2,
+            "request_id": "req_aaaaaaaaaaaa",
+            "proof": base64.b64encode(proof).decode(),
+        }
+        auth = {"Authorization": f"Bearer {phone.credential}"}
+        refused = client.post("/v1/account/delete", json=body, headers=auth)
+        assert refused.status_code == 403 and refused.json()["code"] == "strong_auth_required"
+        assert "register an account passphrase" in refused.json()["message"]
+        service.register_account_key(
+            space, phone.device_id, AccountKeyRequest(account_key=bytes(key.verify_key))
+        )
+        old = client.post("/v1/account/delete", json={**body, "protocol_version": 1}, headers=auth)
+        assert old.status_code == 400 and "new in protocol version 2" in old.json()["message"]
+        assert service.account_status(space) is None
+
+        deleted = client.post("/v1/account/delete", json=body, headers=auth)
+        assert deleted.status_code == 200, deleted.text
+        answer = deleted.json()
+        assert answer["space_id"] == space and answer["protocol_version"] == 2
+        assert sorted(d["device_name"] for d in answer["pending"]) == ["laptop", "phone"]
+
+        for device in (phone, laptop):
+            headers = {"Authorization": f"Bearer {device.credential}"}
+            for method, path, sent in (
+                ("POST", "/v1/pull", {"protocol_version": 2}),
+                ("POST", "/v1/push", {"protocol_version": 2, "ops": []}),
+                ("POST", "/v1/account/delete", body),
+                ("GET", "/v1/forgets/pending", None),
+                ("GET", "/v1/records/rec_aaaaaaaa01", None),
+            ):
+                ended = client.request(method, path, json=sent, headers=headers)
+                assert ended.status_code == 410, (path, ended.text)
+                assert ended.json()["code"] == "account_ended"
+                assert space in ended.json()["message"]
+        wiped = client.post("/v1/wiped", json={"protocol_version": 2}, headers=auth)
+        assert wiped.status_code == 200 and wiped.json()["device_id"] == phone.device_id
+        status = service.account_status(space)
+        assert status is not None and _names(status.pending) == ["laptop"]
