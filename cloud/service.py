@@ -28,8 +28,9 @@ Invariants:
 - The end of an account (``end_space``: a deletion with strong authentication, or the
   service's shutdown) forgets everything of the space in one transaction under its lock
   (``cloud.account_end``), then destroys every key of the space; ``ensure_destroyed``
-  finishes it after a crash. From then on every call for the space, authenticated or
-  not, raises ``AccountEnded`` (410) except the wipe confirmation.
+  finishes it after a crash. From then on every device call for the space raises
+  ``AccountEnded`` (410) except the wipe confirmation; the operator's reads
+  (``account_status``, ``pending``, ``record_status``) still answer.
 - The service's closing (``cloud.closing``) is read from the store at most every few
   seconds of injected clock; once closed, ``enforce_closing`` (at start-up, on requests,
   from the CLI) ends every space, and a device whose space it has not reached yet is
@@ -284,6 +285,8 @@ class CloudService:
                 raise EnrollmentRefused(
                     f"enrollment code expired at {row.expires_at.isoformat()}; ask for a new one"
                 )
+            if s.space_end(row.space_id) is not None:
+                raise EnrollmentRefused("enrollment code is for an account that has ended")
             device_id = make_id("dev", self._random(15))
             credential = "cred_" + base64.urlsafe_b64encode(self._random(32)).decode().rstrip("=")
             if not s.use_enrollment_code(code_hash, device_id, now):
