@@ -24,6 +24,13 @@ Invariants:
   (``protocol.export.stream.MEDIA_TYPE``) from a worker thread, one frame at a time,
   and when the client goes away the frame iterator is closed at once (its store
   snapshot released and the export logged as abandoned).
+- A device of an ended space is refused everywhere (410 ``account_ended``) except
+  ``/v1/wiped``, where it confirms it wiped its copy.
+- Every request passes the closing gate first (``cloud.closing``): while the service
+  is closing every answer carries the ``Memsync-Closing`` header; once it closed, a
+  route the gate does not keep open answers 503 ``service_closed`` before its body is
+  read, and nothing changes. The check costs a clock read and a comparison; the store
+  is read (in a worker thread) only when the cached state is stale.
 - A live pull (``wait`` > 0) with nothing after its cursor waits in the event loop
   (``cloud.live``), holding no database connection and no worker thread, until the
   space changes, ``wait`` passes, the client goes away or a newer pull by the same
@@ -42,9 +49,11 @@ from fastapi import FastAPI, Request
 from fastapi.responses import Response, StreamingResponse
 from pydantic import BaseModel, ValidationError
 from starlette.concurrency import run_in_threadpool
+from starlette.datastructures import MutableHeaders
 from starlette.exceptions import HTTPException as StarletteHTTPException
-from starlette.types import Message
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from cloud import closing
 from cloud.config import CloudConfig
 from cloud.errors import (
     CloudError,
@@ -61,8 +70,11 @@ from protocol.errors import FieldNotInVersion, MalformedCursor, UnsupportedProto
 from protocol.export.stream import MEDIA_TYPE as EXPORT_MEDIA_TYPE
 from protocol.ids import is_id
 from protocol.messages import (
+    CLOSING_HEADER,
+    DELETE_ACCOUNT_SINCE,
     AccountKeyRequest,
     AckRequest,
+    DeleteAccountRequest,
     EnrollRequest,
     ErrorBody,
     ErrorCode,
@@ -181,6 +193,44 @@ async def _in_worker(frames: Iterator[bytes]) -> AsyncIterator[bytes]:
                 await run_in_threadpool(close)
 
 
+class ClosingGate:
+    """ASGI middleware: the service's closing gate (see the module invariants)."""
+
+    def __init__(self, app: ASGIApp, service: CloudService) -> None:
+        self.app = app
+        self.service = service
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        service = self.service
+        watch = service.closing
+        now = service.config.clock()
+        if watch.stale(now) or watch.owes_enforcement(now):
+            await run_in_threadpool(service.closing_tick)
+        state = watch.cached
+        mode = closing.mode_at(state, now)
+        if state is not None and not closing.gate(mode, scope["path"]):
+            supported = service.config.supported_versions
+            message = closing.refusal(state, scope["path"])
+            refused = _error(503, ErrorCode.SERVICE_CLOSED, message, supported[0], supported)
+            refused.headers[CLOSING_HEADER] = closing.header(state) or ""
+            await refused(scope, receive, send)
+            return
+        notice = closing.header(state)
+        if notice is None:
+            await self.app(scope, receive, send)
+            return
+
+        async def send_with_notice(message: Message) -> None:
+            if message["type"] == "http.response.start":
+                MutableHeaders(scope=message).append(CLOSING_HEADER, notice)
+            await send(message)
+
+        await self.app(scope, receive, send_with_notice)
+
+
 def create_app(config: CloudConfig) -> FastAPI:
     """The FastAPI app over a fresh ``CloudService`` (closed when the app shuts down)."""
     service = CloudService(config)
@@ -196,6 +246,7 @@ def create_app(config: CloudConfig) -> FastAPI:
 
     app = FastAPI(title="memsync cloud", lifespan=lifespan, docs_url=None, redoc_url=None)
     app.state.service = service
+    app.add_middleware(ClosingGate, service=service)
 
     async def call(fn: Callable[..., _R], *args: Any) -> _R:
         return await run_in_threadpool(fn, *args)
@@ -306,10 +357,26 @@ def create_app(config: CloudConfig) -> FastAPI:
 
     @app.post("/v1/wiped")
     async def wiped(request: Request) -> Response:
-        # the one route a revoked credential may use: to confirm the device wiped itself
+        # the one route a revoked credential, or one of an ended space, may use: to
+        # confirm the device wiped itself
         credential = _credential(request)
         _parse(WipedRequest, await read(request))
         return answer(request, await call(service.confirm_wipe, credential))
+
+    @app.post("/v1/account/delete")
+    async def delete_account(request: Request) -> Response:
+        space_id, device_id = await who(request)
+        req = _parse(DeleteAccountRequest, await read(request))
+        if req.protocol_version < DELETE_ACCOUNT_SINCE:
+            raise MalformedRequest(
+                f"DeleteAccountRequest is new in protocol version {DELETE_ACCOUNT_SINCE}; this "
+                f"request speaks version {req.protocol_version} (nothing was changed)"
+            )
+        return answer(request, await call(service.delete_account, space_id, device_id, req))
+
+    @app.get("/v1/service")
+    async def service_status(request: Request) -> Response:
+        return answer(request, await call(service.service_status))
 
     @app.get("/v1/forgets/pending")
     async def pending(request: Request) -> Response:

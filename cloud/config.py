@@ -38,8 +38,9 @@ class CloudConfig:
     cloud that still speaks only version 1.
     ``export_wait`` is how long (seconds, in total) an export waits for a store it needs
     before it is refused ``export_unavailable``; ``sleep`` is how it waits (injected, so
-    tests never sleep). ``region`` names where this cloud runs; nothing a device receives
-    depends on it (an export is the same package in every region).
+    tests never sleep). ``region`` names the region this deployment serves
+    (``GET /v1/service``; a shutdown ends the accounts of this region); nothing a device
+    receives depends on it (an export is the same package in every region).
     """
 
     store_url: str

@@ -6,6 +6,8 @@ maps each class to its HTTP status and ``protocol.messages.ErrorCode`` in one pl
 
 from __future__ import annotations
 
+from datetime import datetime
+
 from protocol.messages import ErrorCode
 
 
@@ -90,7 +92,9 @@ class AccountKeyMismatch(CloudError):
 
 
 class StrongAuthRequired(CloudError):
-    """An export without a verifying account-key proof (or with no account key at all)."""
+    """A request that needs the account key (an export, deleting the account) came
+    without a registered account key, or with a proof that does not verify; nothing
+    changed."""
 
     status = 403
     code = ErrorCode.STRONG_AUTH_REQUIRED
@@ -117,6 +121,31 @@ class ExportIncomplete(CloudError):
     200 has been sent by then."""
 
 
+class AccountEnded(CloudError):
+    """The caller's space ended (the user deleted the account, or the service shut
+    down): every route but ``/v1/wiped`` refuses, and the device wipes its copy."""
+
+    status = 410
+    code = ErrorCode.ACCOUNT_ENDED
+
+    def __init__(self, space_id: str, ended_at: datetime, why: str) -> None:
+        self.space_id = space_id
+        self.ended_at = ended_at
+        super().__init__(
+            f"the account of space {space_id} ended at {ended_at.isoformat()}: {why}; all "
+            "of its memory is unreadable (every key destroyed), so this device must wipe its "
+            "copy of the memory and confirm with POST /v1/wiped"
+        )
+
+
+class ServiceClosed(CloudError):
+    """The service closed (after ``closes_at``): writes are refused until its data is
+    destroyed at ``export_until``; export and pulls stay open. Nothing changed."""
+
+    status = 503
+    code = ErrorCode.SERVICE_CLOSED
+
+
 class RequestTooLarge(CloudError):
     status = 413
     code = ErrorCode.REQUEST_TOO_LARGE
@@ -131,6 +160,13 @@ class UnsupportedMediaType(CloudError):
 
 class AlreadyExists(CloudError):
     """A name or id that must be unique is taken (CLI only; never crosses the wire)."""
+
+    status = 409
+
+
+class ClosingRefused(CloudError):
+    """An announcement or cancellation of the service's closing that cannot be (dates in
+    the past or out of order, nothing to cancel, too late); CLI only, nothing stored."""
 
     status = 409
 

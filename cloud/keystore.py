@@ -8,6 +8,10 @@ Invariants:
   ``memsync/1|<space>|dek|<key_id>|1``. Plain keys never reach the disk.
 - ``destroy`` deletes rows with ``secure_delete`` on and then truncates the WAL, so
   neither the file nor its WAL holds a destroyed wrapped key; it is idempotent.
+- ``destroy_space`` (the end of an account) deletes every key of one space the same
+  way: its space key (so its subject-index key, derived from it, is gone too), its
+  search key and any of its DEKs left; the space's keys leave this process's caches.
+  Other spaces' rows are untouched. It is idempotent.
 - A push creates its keys in a ``KeyBatch``: one transaction, written before the
   record store commits; the batch and its plain keys live for that one push only.
 - The subject-index key of a space is derived from its space key (HMAC-SHA256), so
@@ -71,6 +75,10 @@ class KeyStore(Protocol):
     def check_space(self, space_id: str) -> None:
         """Raise ``KeyStoreError`` naming the reason unless the key store can be read now
         and holds the space's key (an export asks before it starts)."""
+        ...
+
+    def destroy_space(self, space_id: str) -> None:
+        """Destroy every key of the space: space key, search key, DEKs (idempotent)."""
         ...
 
     def batch(self) -> KeyBatch:
@@ -373,6 +381,28 @@ class SqliteKeyStore:
                 raise KeyStoreError(
                     f"{self.path}: the WAL could not be truncated (another reader holds it); "
                     f"key(s) {', '.join(doomed[:5])} are deleted but may linger in the WAL "
+                    "until the next sweep"
+                )
+
+    def destroy_space(self, space_id: str) -> None:
+        """Delete every key of ``space_id`` (DEKs, search key, space key), then
+        checkpoint and truncate the WAL, and drop its keys from the caches. Idempotent."""
+        with self._lock:
+            self._space_keys.pop(space_id, None)
+            self._search_keys.pop(space_id, None)
+            self._db.execute("BEGIN IMMEDIATE")
+            try:
+                for table in ("data_keys", "search_keys", "space_keys"):
+                    self._db.execute(f"DELETE FROM {table} WHERE space_id = ?", (space_id,))
+                self._db.execute("COMMIT")
+            except BaseException:
+                self._db.execute("ROLLBACK")
+                raise
+            busy, _, _ = self._db.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchone()
+            if busy:
+                raise KeyStoreError(
+                    f"{self.path}: the WAL could not be truncated (another reader holds it); "
+                    f"the keys of space {space_id} are deleted but may linger in the WAL "
                     "until the next sweep"
                 )
 

@@ -9,7 +9,9 @@ Invariants:
   required in every request and bounded by ``SUPPORTED_VERSIONS``, as ``cloud.app``
   checks it before anything else; base64 fields carry the pattern the server decodes.
 - Every status a route can answer is listed; every error answer is an ``ErrorBody``.
-- Routes that need a device credential carry the ``bearer`` security requirement.
+- Routes that need a device credential carry the ``bearer`` security requirement, and
+  410 (``account_ended``: the space ended); every route the closing gate refuses once
+  the service closed (``cloud.closing.gate``) lists 503 (``service_closed``).
 - A route that streams binary (``/v1/export``) documents its 200 as that media type
   with a binary string schema: the sealed frames of ``protocol.export.stream``.
 """
@@ -26,6 +28,7 @@ from fastapi.openapi.utils import get_openapi
 from pydantic import BaseModel
 from pydantic.json_schema import JsonSchemaMode, models_json_schema
 
+from cloud import closing
 from cloud.status import RecordState
 from protocol.export.stream import MEDIA_TYPE as EXPORT_MEDIA_TYPE
 from protocol.messages import (
@@ -33,6 +36,8 @@ from protocol.messages import (
     AccountKeyResponse,
     AckRequest,
     AckResponse,
+    DeleteAccountRequest,
+    DeleteAccountResponse,
     EnrollRequest,
     EnrollResponse,
     ErrorBody,
@@ -44,6 +49,8 @@ from protocol.messages import (
     PushResponse,
     RecallRequest,
     RecallResponse,
+    ServiceMode,
+    ServiceStatus,
     WipedRequest,
     WipedResponse,
 )
@@ -62,15 +69,17 @@ ERROR_MEANINGS: dict[int, str] = {
     400: "malformed_request (names the field and the reason), "
     "unsupported_protocol_version (names the accepted range) or malformed_cursor",
     401: "unauthorized (no, malformed or unknown credential) or device_revoked",
-    403: "enrollment_refused: the code is unknown, used or expired; or "
-    "strong_auth_required: no account key is registered, or the proof does not verify",
+    403: "enrollment_refused: the code is unknown, used or expired; or strong_auth_required: "
+    "no account key is registered, or the proof does not verify",
     404: "not_found: no such record in the caller's space",
     409: "pull_required (unacknowledged key destruction), account_key_mismatch or "
     "export_id_used (an export id starts one export only)",
-    410: "resync_required: the cursor is below the space's compacted feed floor",
+    410: "resync_required: the cursor is below the space's compacted feed floor; or "
+    "account_ended: the space ended, so the device must wipe its copy",
     413: "request_too_large: the body or its op count is over the limit",
     415: "malformed_request: the body is not declared as application/json",
-    503: "export_unavailable: a store the export needs cannot be read (named) after waiting",
+    503: "service_closed: the service closed; only export and reads stay open; or "
+    "export_unavailable: a store the export needs cannot be read (named) after waiting",
 }
 BODY_ERRORS = (400, 413, 415)
 
@@ -165,6 +174,17 @@ CONTRACTS: dict[tuple[str, str], RouteContract] = {
         response=WipedResponse,
         errors=(*BODY_ERRORS, 401, 404),
     ),
+    ("POST", "/v1/account/delete"): RouteContract(
+        summary="Delete the account: every key of its memory is destroyed (strong auth)",
+        request=DeleteAccountRequest,
+        response=DeleteAccountResponse,
+        errors=(*BODY_ERRORS, 401, 403),
+    ),
+    ("GET", "/v1/service"): RouteContract(
+        summary="The service's region and whether it is closing",
+        response=ServiceStatus,
+        authenticated=False,
+    ),
     ("GET", "/v1/forgets/pending"): RouteContract(
         summary="Forgets some device has not confirmed yet", response=PendingResponse, errors=(401,)
     ),
@@ -238,7 +258,7 @@ def _operation(method: str, path: str, contract: RouteContract) -> dict[str, Any
         schema = HEALTH_SCHEMA if contract.response is None else _ref(contract.response)
         ok = _json(schema, "OK")
     responses: dict[str, Any] = {"200": ok}
-    for status in sorted(contract.errors):
+    for status in sorted({*contract.errors, *_closing_errors(path, contract)}):
         responses[str(status)] = _json(_ref(ErrorBody), ERROR_MEANINGS[status])
     operation: dict[str, Any] = {
         "summary": contract.summary,
@@ -263,6 +283,14 @@ def _operation(method: str, path: str, contract: RouteContract) -> dict[str, Any
         ]
     operation["security"] = [{BEARER: []}] if contract.authenticated else []
     return operation
+
+
+def _closing_errors(path: str, contract: RouteContract) -> tuple[int, ...]:
+    """410 on every authenticated route (the space ended); 503 where the closing gate
+    refuses once the service closed."""
+    shown = path.replace("{record_id}", "rec_x")
+    refused = any(not closing.gate(mode, shown) for mode in ServiceMode)
+    return (*((410,) if contract.authenticated else ()), *((503,) if refused else ()))
 
 
 def build_openapi(app: FastAPI) -> dict[str, Any]:

@@ -30,8 +30,19 @@ Invariants:
   snapshot (``cloud.export``), sealed in chunks to the asking device's public key, and
   a failure after streaming began ends the stream with an error chunk, never a final
   one. Every export started is a row of the ``exports`` audit log with its outcome.
-- Only a revoked device's credential confirms a wipe (``confirm_wipe``); a wiped
-  device is pending for no forget.
+- Only a revoked device's credential, or that of any device of an ended space, confirms
+  a wipe (``confirm_wipe``); a wiped device is pending for no forget.
+- The end of an account (``end_space``: a deletion with strong authentication, or the
+  service's shutdown) forgets everything of the space in one transaction under its lock
+  (``cloud.account_end``), then destroys every key of the space; ``ensure_destroyed``
+  finishes it after a crash. From then on every device call for the space raises
+  ``AccountEnded`` (410) except the wipe confirmation; the operator's reads
+  (``account_status``, ``pending``, ``record_status``) still answer.
+- The service's closing (``cloud.closing``) is read from the store at most every few
+  seconds of injected clock; once closed, ``enforce_closing`` (at start-up, on requests,
+  from the CLI) ends every space, and a device whose space it has not reached yet is
+  ended on the spot when it authenticates. Pushes and deletions are refused
+  (``ServiceClosed``) from ``closes_at`` on.
 - The consolidator's ops (``apply_system``) take exactly the push path (same space
   lock, ``decide``, effects, receipts keyed by op id, key destruction afterwards) on
   behalf of no device: they make no holdings, and their receipts name ``SYSTEM_ACTOR``.
@@ -48,6 +59,7 @@ import hashlib
 import logging
 import re
 import sqlite3
+import threading
 from collections.abc import Callable, Iterator, Sequence
 from datetime import datetime, timedelta
 from pathlib import Path
@@ -57,11 +69,14 @@ from pydantic import ValidationError
 from sqlalchemy.engine import make_url
 from sqlalchemy.exc import DBAPIError
 
+from cloud import closing
+from cloud.account_end import AccountEnd, EndReason, account_end, end_in_transaction, why
 from cloud.changes import ChangeReader
 from cloud.config import CloudConfig
 from cloud.effects import SYSTEM_ACTOR, EffectWriter
 from cloud.embedder import default_embedder
 from cloud.errors import (
+    AccountEnded,
     AccountKeyMismatch,
     AlreadyExists,
     DeviceRevoked,
@@ -75,6 +90,7 @@ from cloud.errors import (
     NotFound,
     PullRequired,
     ResyncRequired,
+    ServiceClosed,
     StrongAuthRequired,
     Unauthorized,
 )
@@ -86,10 +102,17 @@ from cloud.retrieval import CloudRetrieval
 from cloud.search import SearchIndex
 from cloud.status import AsOf, RecordState, as_of, record_state
 from cloud.store import SqlStore, open_store
-from cloud.store.base import CompactionReport, DeviceRow, StoreSession
+from cloud.store.base import (
+    CompactionReport,
+    DeviceRow,
+    ServiceStateRow,
+    SpaceEndRow,
+    StoreSession,
+)
 from cloud.store.sql import SqlSession
 from cloud.validation import describe
 from cloud.vault import Vault
+from protocol import strongauth
 from protocol.errors import FieldNotInVersion
 from protocol.export.package import PackageHeader
 from protocol.export.stream import PREFIX_BYTES, StreamSealer
@@ -101,6 +124,8 @@ from protocol.messages import (
     AckResponse,
     AnyChange,
     ArtifactChange,
+    DeleteAccountRequest,
+    DeleteAccountResponse,
     EnrollRequest,
     EnrollResponse,
     EpisodeChange,
@@ -117,6 +142,8 @@ from protocol.messages import (
     RecallRequest,
     RecallResponse,
     RecordVersionChange,
+    ServiceMode,
+    ServiceStatus,
     WipedResponse,
 )
 from protocol.operations import (
@@ -145,9 +172,11 @@ _CURSOR = re.compile(r"c1:(0|[1-9][0-9]{0,17})")
 
 __all__ = [
     "SYSTEM_ACTOR",
+    "AccountEnd",
     "AsOf",
     "CloudService",
     "CompactionReport",
+    "EndReason",
     "RecordState",
     "decode_cursor",
     "encode_cursor",
@@ -206,7 +235,10 @@ class CloudService:
         self.live = ChangeNotifier(listen_url=config.store_url if postgres else None)
         self.live.on_change(self.search.drop_unindexed)
         self.search.on_cache = self.live.ensure_listening
+        self.closing = closing.ClosingWatch(self._read_service_state)
+        self._enforcing = threading.Lock()
         self.ensure_destroyed()
+        self.enforce_closing()
 
     @property
     def key_store_path(self) -> Path:
@@ -230,6 +262,7 @@ class CloudService:
         if is_id("sp", name):
             raise MalformedRequest(f"user name {name!r} looks like a space id; choose another")
         now = self._clock()
+        self._check_writable(now, f"creating user {name!r}")
         space_id = make_id("sp", self._random(15))
         code = self._new_code()
         with self.store.session() as s:
@@ -247,6 +280,7 @@ class CloudService:
         with self.store.session() as s:
             if not s.space_exists(space_id):
                 raise NotFound(f"space {space_id} does not exist")
+            self._check_open(s, space_id)
             s.add_enrollment_code(space_id, _hash(code), now, now + ENROLLMENT_CODE_TTL)
         return code
 
@@ -272,6 +306,8 @@ class CloudService:
                 raise EnrollmentRefused(
                     f"enrollment code expired at {row.expires_at.isoformat()}; ask for a new one"
                 )
+            if s.space_end(row.space_id) is not None:
+                raise EnrollmentRefused("enrollment code is for an account that has ended")
             device_id = make_id("dev", self._random(15))
             credential = "cred_" + base64.urlsafe_b64encode(self._random(32)).decode().rstrip("=")
             if not s.use_enrollment_code(code_hash, device_id, now):
@@ -298,6 +334,7 @@ class CloudService:
                 f"got {len(req.account_key)}"
             )
         with self.store.session(space_id, lock=True) as s:
+            self._check_open(s, space_id)
             if s.device(space_id, device_id) is None:
                 raise Unauthorized(f"device {device_id} is not enrolled in this space")
             registered = s.account_key(space_id)
@@ -312,8 +349,14 @@ class CloudService:
         return AccountKeyResponse(account_key=registered)
 
     def authenticate(self, credential: str) -> tuple[str, str]:
-        """``(space_id, device_id)`` of a device credential; ``Unauthorized`` otherwise."""
-        device = self._device_of(credential)
+        """``(space_id, device_id)`` of a device credential; ``Unauthorized`` otherwise,
+        ``AccountEnded`` when its space ended (once the service closed, the space is
+        ended here if the closing has not reached it yet)."""
+        device, end = self._device_of(credential)
+        if end is None and self._mode() is ServiceMode.CLOSED:
+            end = self._end_row(self.end_space(device.space_id, EndReason.SERVICE_SHUTDOWN))
+        if end is not None:
+            raise self._ended(end)
         if device.revoked_at is not None:
             raise DeviceRevoked(
                 f"device {device.device_id} was revoked at {device.revoked_at.isoformat()}; "
@@ -321,15 +364,17 @@ class CloudService:
             )
         return device.space_id, device.device_id
 
-    def _device_of(self, credential: str) -> DeviceRow:
-        """The device a credential belongs to, revoked or not; ``Unauthorized`` if none."""
+    def _device_of(self, credential: str) -> tuple[DeviceRow, SpaceEndRow | None]:
+        """The device a credential belongs to, revoked or not, and the end of its space
+        (None while it is open); ``Unauthorized`` if none."""
         if not credential:
             raise Unauthorized("no device credential was given")
         with self.store.session() as s:
             device = s.device_by_credential(_hash(credential))
+            end = None if device is None else s.space_end(device.space_id)
         if device is None:
             raise Unauthorized("the device credential is unknown")
-        return device
+        return device, end
 
     def revoke_device(self, space_id: str, device_id: str) -> None:
         """Revoke a device: from now on its credential is refused (401 ``device_revoked``)
@@ -339,22 +384,24 @@ class CloudService:
                 raise NotFound(f"no device {device_id} to revoke in space {space_id}")
 
     def confirm_wipe(self, credential: str) -> WipedResponse:
-        """A revoked device confirms it wiped its copy: it is marked wiped (the first
-        confirmation's time stays) and is pending for no forget from then on.
+        """A revoked device, or a device of an ended space, confirms it wiped its copy: it
+        is marked wiped (the first confirmation's time stays) and is pending for no
+        forget, nor for the end of its account, from then on.
 
-        Only a revoked device's credential is accepted: an unknown one is
-        ``Unauthorized``; a device that is not revoked gets ``NotFound`` (it has no wipe
-        to confirm) and nothing changes. The credential alone names the device and its
-        space, so the confirmation never reaches another space."""
-        device = self._device_of(credential)
-        if device.revoked_at is None:
+        Only such a device's credential is accepted: an unknown one is
+        ``Unauthorized``; a device that is not revoked, in a space that has not ended,
+        gets ``NotFound`` (it has no wipe to confirm) and nothing changes. The
+        credential alone names the device and its space, so the confirmation never
+        reaches another space."""
+        device, end = self._device_of(credential)
+        if device.revoked_at is None and end is None:
             raise NotFound(
-                f"device {device.device_id} is not revoked: there is no wipe to confirm "
-                "(nothing was changed)"
+                f"device {device.device_id} is not revoked and its account has not ended: "
+                "there is no wipe to confirm (nothing was changed)"
             )
         with self.store.session(device.space_id, lock=True) as s:
             wiped_at = s.mark_wiped(device.space_id, device.device_id, self._clock())
-        if wiped_at is None:  # the device row is gone or not revoked: a store bug
+        if wiped_at is None:  # the device row is gone, or not revoked nor ended: a store bug
             raise NotFound(f"no revoked device {device.device_id} in its space")
         return WipedResponse(device_id=device.device_id, wiped_at=wiped_at)
 
@@ -371,7 +418,9 @@ class CloudService:
 
     def push(self, space_id: str, device_id: str, req: PushRequest) -> PushResponse:
         now = self._clock()
+        self._check_writable(now, "a push")
         with self.store.session(space_id, lock=True) as s:
+            self._check_open(s, space_id)
             if s.device(space_id, device_id) is None:
                 raise Unauthorized(f"device {device_id} is not enrolled in this space")
             unacked = s.unacked_events(space_id, device_id)
@@ -413,6 +462,7 @@ class CloudService:
         with self.store.session(space_id, lock=True) as s:
             if not s.space_exists(space_id):
                 raise NotFound(f"space {space_id} does not exist")
+            self._check_open(s, space_id)
             vault = self.vault.for_push()
             first = s.last_seq(space_id)
             planned = ops(s) if callable(ops) else ops
@@ -489,11 +539,13 @@ class CloudService:
         return receipt
 
     def ensure_destroyed(self) -> int:
-        """Destroy the keys of every committed forget whose keys may remain. Idempotent.
+        """Destroy the keys of every committed forget whose keys may remain, then every
+        key of each ended space whose keys may remain. Idempotent.
 
-        Runs at start-up and after every push; returns how many forget events it
-        finished now. A key-store failure is logged and left for the next sweep (the
-        forget is committed and the content is already withheld from pulls).
+        Runs at start-up and after every push; returns how many forget events and
+        ended spaces it finished now. A key-store failure is logged and left for the
+        next sweep (the forget or end is committed and the content is already withheld
+        from pulls).
         """
         with self.store.session() as s:
             events = s.undestroyed_forget_events()
@@ -507,6 +559,7 @@ class CloudService:
             with self.store.session() as s:
                 s.mark_keys_destroyed(ev.space_id, ev.event_id, self._clock())
             finished += 1
+        finished += self._destroy_ended_spaces()
         if finished or self._checkpoint_owed:
             # the forgotten index rows are deleted (zeroed in the file); truncate the
             # SQLite WAL so no old copy of their pages stays there (retried while busy)
@@ -526,6 +579,7 @@ class CloudService:
         after = decode_cursor(req.cursor)
         now = self._clock()
         with self.store.session(space_id, lock=False) as s:
+            self._check_open(s, space_id)
             device = s.device(space_id, device_id)
             if device is None:
                 raise Unauthorized(f"device {device_id} is not enrolled in this space")
@@ -586,6 +640,7 @@ class CloudService:
     def ack(self, space_id: str, device_id: str, req: AckRequest) -> AckResponse:
         acknowledged = list(dict.fromkeys(req.event_ids))
         with self.store.session(space_id) as s:
+            self._check_open(s, space_id)
             s.ack(space_id, device_id, acknowledged, self._clock())
         return AckResponse(acknowledged=acknowledged)
 
@@ -608,6 +663,7 @@ class CloudService:
     def recall(self, space_id: str, device_id: str, req: RecallRequest) -> RecallResponse:
         """The eight retrieval steps over the whole space, for one enrolled device."""
         with self.store.session(space_id) as s:
+            self._check_open(s, space_id)
             device = s.device(space_id, device_id)
             if device is None:
                 raise Unauthorized(f"device {device_id} is not enrolled in this space")
@@ -673,6 +729,7 @@ class CloudService:
         self._await_export_stores(space_id)
         now = self._clock()
         with self.store.session(space_id, lock=True) as s:
+            self._check_open(s, space_id)
             device = s.device(space_id, device_id)
             if device is None:
                 raise Unauthorized(f"device {device_id} is not enrolled in this space")
@@ -807,3 +864,175 @@ class CloudService:
             self.config.sleep(pause)
             waited += pause
             step = min(step * 2, EXPORT_MAX_STEP)
+
+    # --- the end of an account ------------------------------------------------------
+
+    def end_space(self, space_id: str, reason: EndReason) -> AccountEnd:
+        """End an account: everything of the space is forgotten in one transaction under
+        its lock (``cloud.account_end``), then every key of the space is destroyed. An
+        ended space is answered as it is (nothing changes)."""
+        now = self._clock()
+        moved = False
+        with self.store.session(space_id, lock=True) as s:
+            if not s.space_exists(space_id):
+                raise NotFound(f"space {space_id} does not exist")
+            if s.space_end(space_id) is None:
+                vault = self.vault.for_push()
+                first = s.last_seq(space_id)
+                end_in_transaction(s, vault, space_id, reason, now)
+                vault.write_keys()
+                moved = self._announce(s, space_id, first)
+                log.warning("space %s ended (%s) at %s", space_id, reason.value, now.isoformat())
+        self.search.evict(space_id)
+        if moved:
+            self.live.changed(space_id)  # its live pulls wake and hear 410
+        self._checkpoint_owed = True  # receipts rewritten, rows deleted: truncate the WAL
+        self.ensure_destroyed()
+        status = self.account_status(space_id)
+        assert status is not None
+        return status
+
+    def account_status(self, space_id: str) -> AccountEnd | None:
+        """How an ended account stands (its keys, its devices still to wipe); None while
+        the space has not ended."""
+        with self.store.session() as s:
+            if not s.space_exists(space_id):
+                raise NotFound(f"space {space_id} does not exist")
+            end = s.space_end(space_id)
+            return None if end is None else account_end(s, end)
+
+    def delete_account(
+        self, space_id: str, device_id: str, req: DeleteAccountRequest
+    ) -> DeleteAccountResponse:
+        """The user deletes the account from a device, proving it with the account key
+        (``protocol.strongauth``); without a registered key, or with a proof that does
+        not verify for this space and request, ``StrongAuthRequired`` and nothing
+        changes."""
+        self._check_writable(self._clock(), "deleting the account")
+        with self.store.session(space_id) as s:
+            self._check_open(s, space_id)
+            if s.device(space_id, device_id) is None:
+                raise Unauthorized(f"device {device_id} is not enrolled in this space")
+            account_key = s.account_key(space_id)
+        if account_key is None:
+            raise StrongAuthRequired(
+                f"space {space_id} has no account key registered, so deleting the account "
+                "cannot be authenticated: register an account passphrase first (nothing was "
+                "changed)"
+            )
+        if not strongauth.verify_delete_account(account_key, req.proof, space_id, req.request_id):
+            raise StrongAuthRequired(
+                f"deleting the account of space {space_id} needs strong authentication: the "
+                f"proof of request {req.request_id} does not verify against this account's "
+                "key (nothing was changed)"
+            )
+        end = self.end_space(space_id, EndReason.DELETED)
+        return DeleteAccountResponse(
+            space_id=space_id, ended_at=end.ended_at, pending=list(end.pending)
+        )
+
+    def _destroy_ended_spaces(self) -> int:
+        """Destroy every key of each ended space whose keys may remain; how many it did."""
+        with self.store.session() as s:
+            ended = s.ended_spaces_with_keys()
+        done = 0
+        for end in ended:
+            try:
+                self.key_store.destroy_space(end.space_id)
+            except KeyStoreError as exc:  # the end stays committed; the next sweep retries
+                log.error("ended space %s: %s", end.space_id, exc)
+                continue
+            with self.store.session() as s:
+                s.mark_space_keys_destroyed(end.space_id, self._clock())
+            done += 1
+        return done
+
+    def _check_open(self, s: StoreSession, space_id: str) -> None:
+        end = s.space_end(space_id)
+        if end is not None:
+            raise self._ended(end)
+
+    def _ended(self, end: SpaceEndRow) -> AccountEnded:
+        return AccountEnded(end.space_id, end.ended_at, why(end.reason, self.config.region))
+
+    @staticmethod
+    def _end_row(end: AccountEnd) -> SpaceEndRow:
+        return SpaceEndRow(end.space_id, end.ended_at, end.reason.value, end.keys_destroyed_at)
+
+    # --- the service's closing ------------------------------------------------------
+
+    def _read_service_state(self) -> ServiceStateRow | None:
+        with self.store.session() as s:
+            return s.service_state()
+
+    def _mode(self, now: datetime | None = None) -> ServiceMode:
+        now = self._clock() if now is None else now
+        return closing.mode_at(self.closing.state(now), now)
+
+    def _check_writable(self, now: datetime, what: str) -> None:
+        """``ServiceClosed`` from ``closes_at`` on: the service takes no more writes."""
+        state = self.closing.state(now)
+        if closing.mode_at(state, now) in (ServiceMode.EXPORT_ONLY, ServiceMode.CLOSED):
+            assert state is not None
+            raise ServiceClosed(closing.refusal(state, what))
+
+    def service_status(self) -> ServiceStatus:
+        """The region and where the service is in a shutdown (``GET /v1/service``)."""
+        now = self._clock()
+        return closing.status(self.closing.state(now), self.config.region, now)
+
+    def announce_closing(
+        self, closes_at: datetime, export_until: datetime | None = None
+    ) -> ServiceStatus:
+        """Put the service into closing mode: everything works until ``closes_at``, export
+        stays open until ``export_until`` (default: ``closes_at``), then every account
+        ends. ``ClosingRefused`` (nothing stored) for dates in the past or out of order."""
+        now = self._clock()
+        state = closing.announced(self.config.region, now, closes_at, export_until)
+        with self.store.session() as s:
+            s.put_service_state(state)
+        self.closing.changed(state, now)
+        log.warning(
+            "the service closes at %s; export stays open until %s",
+            closes_at.isoformat(),
+            state.export_until.isoformat() if state.export_until else closes_at.isoformat(),
+        )
+        return closing.status(state, self.config.region, now)
+
+    def cancel_closing(self) -> ServiceStatus:
+        """Call off an announced closing (only before ``closes_at``)."""
+        now = self._clock()
+        with self.store.session() as s:
+            state = closing.cancelled(s.service_state(), self.config.region, now)
+            s.put_service_state(state)
+        self.closing.changed(state, now)
+        log.warning("the closing of the service was cancelled")
+        return closing.status(state, self.config.region, now)
+
+    def enforce_closing(self) -> list[AccountEnd]:
+        """Once the service is closed (after ``export_until``), end every space that has
+        not ended (reason ``service_shutdown``), exactly like a deletion. Idempotent; runs
+        at start-up, on requests and from the CLI. Another thread of this process already
+        at it: returns at once (its ends are not listed)."""
+        now = self._clock()
+        state = self.closing.state(now)
+        if closing.mode_at(state, now) is not ServiceMode.CLOSED:
+            return []
+        if not self._enforcing.acquire(blocking=False):
+            return []
+        try:
+            with self.store.session() as s:
+                open_spaces = s.space_ids()
+            ends = [self.end_space(space, EndReason.SERVICE_SHUTDOWN) for space in open_spaces]
+            self.closing.enforced(state)
+            return ends
+        finally:
+            self._enforcing.release()
+
+    def closing_tick(self) -> None:
+        """What each HTTP request runs first (in a worker thread, only when needed): read
+        the stored state if the cached copy is stale, and end every account once closed."""
+        now = self._clock()
+        self.closing.state(now)
+        if self.closing.owes_enforcement(now):
+            self.enforce_closing()

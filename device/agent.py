@@ -16,6 +16,11 @@ Invariants:
   time and randomness come from the injected ``clock`` and ``random_bytes``.
 - ``protocol_versions`` pins the protocol versions the device speaks (default: every
   version this code speaks), e.g. ``(1, 1)`` to act as an old device.
+- When the cloud says this device must wipe its copy (401 ``device_revoked``, 410
+  ``account_ended``), every key and row of memory here goes in one transaction, queued
+  ops included; the wipe is confirmed to the cloud and ``DeviceRevoked`` or
+  ``AccountEnded`` is raised. ``delete_account`` ends the whole account (strong
+  authentication) and wipes this device the same way.
 - Live sync (``start_live``/``stop_live``/``live``, ``device.live``) runs in background
   threads: syncs are serialised by the agent's sync lock, every statement and
   transaction by the database's own lock; each queued op signals the live loop.
@@ -52,7 +57,9 @@ from device.client import LIVE_PULL_SINCE, CloudClient
 from device.db import DB_FILENAME, Database
 from device.detector import default_detector
 from device.errors import (
+    AccountEnded,
     AlreadyEnrolled,
+    CopyWiped,
     DeviceRevoked,
     InvalidOperation,
     NeedsNewerProtocol,
@@ -73,6 +80,7 @@ from device.migrations import migrate
 from device.retrieval import Recall
 from device.sync import SyncSession
 from device.views import (
+    AccountDeletion,
     ImportReport,
     LocalResult,
     RecallHit,
@@ -88,6 +96,8 @@ from protocol.ids import make_id
 from protocol.messages import (
     AccountKeyRequest,
     AccountKeyResponse,
+    DeleteAccountRequest,
+    DeleteAccountResponse,
     EnrollRequest,
     EnrollResponse,
     ErrorCode,
@@ -133,6 +143,8 @@ from protocol.version import SUPPORTED_VERSIONS, VersionRange, check_range
 
 Clock = Callable[[], datetime]
 RandomBytes = Callable[[int], bytes]
+# what the cloud says when this device must wipe its copy of the memory
+_MUST_WIPE = frozenset({ErrorCode.DEVICE_REVOKED.value, ErrorCode.ACCOUNT_ENDED.value})
 
 MAX_SOURCES = 64
 FORGOTTEN = LifecycleState.FORGOTTEN.value
@@ -187,6 +199,9 @@ class DeviceAgent:
         self._temporary = False
         self._sync_lock = threading.RLock()
         self._live: LiveSync | None = None
+        # why this device last wiped its copy: (the cloud's code, what it said, how many
+        # queued ops went with it); in memory only (after a restart: "revoked" wording)
+        self._wipe_cause: tuple[str, str, int] | None = None
 
     # --- lifecycle -------------------------------------------------------------------
 
@@ -1095,31 +1110,108 @@ class DeviceAgent:
 
     @contextmanager
     def _revocable(self) -> Iterator[None]:
-        """Any call to the cloud: if the cloud says this device was revoked, wipe every
-        key and row of memory here (one transaction, then the WAL is checkpointed),
-        confirm the wipe to the cloud and raise ``DeviceRevoked``. A wipe whose
-        confirmation did not get through is confirmed first, at the next call."""
+        """Any call to the cloud: if the cloud says this device must wipe its copy (it was
+        revoked, or its account ended), wipe every key and row of memory here, queued ops
+        included (one transaction, then the WAL is checkpointed), confirm the wipe to the
+        cloud and raise ``DeviceRevoked`` or ``AccountEnded``. A wipe whose confirmation
+        did not get through is confirmed first, at the next call."""
         if store.get_meta(self._db).wipe_unconfirmed:
-            raise self._revoked(0, self.confirm_wipe())
+            raise self._wiped(0, self.confirm_wipe())
         try:
             yield
         except ServerRefused as exc:
-            if exc.code != ErrorCode.DEVICE_REVOKED.value:
+            if exc.code not in _MUST_WIPE:
                 raise
-            with self._db.atomic():
-                held = shred.wipe(self._db, at=self._now())
-            self._db.checkpoint()
-            raise self._revoked(held, self.confirm_wipe()) from exc
+            held = self._wipe(exc.code, exc.message)
+            raise self._wiped(held, self.confirm_wipe()) from exc
+
+    def _wipe(self, code: str, said: str) -> int:
+        """Wipe this device's copy of the memory (the cloud said ``code``); how many
+        records it held."""
+        queued = store.queue_count(self._db)
+        with self._db.atomic():
+            held = shred.wipe(self._db, at=self._now())
+        self._db.checkpoint()
+        self._wipe_cause = (code, said, queued)
+        return held
+
+    def _wiped(self, held: int, confirmed: bool) -> CopyWiped:
+        cause = self._wipe_cause
+        if cause is None or cause[0] != ErrorCode.ACCOUNT_ENDED.value:
+            return self._revoked(held, confirmed)
+        _code, said, queued = cause
+        told = (
+            "the cloud was told"
+            if confirmed
+            else "the cloud could not be told yet (it is told at the next call to the cloud)"
+        )
+        what = f"{held} record(s), keys and words included, and " if held else ""
+        return AccountEnded(
+            f"the account of device {self.device_name!r} ended (the cloud says: {said}); "
+            f"this device's copy of the memory ({what}{queued} queued change(s) never sent, "
+            f"lost with the account) was wiped and {told}"
+        )
+
+    # --- the end of the account -----------------------------------------------------
+
+    def delete_account(self, account_passphrase: str) -> AccountDeletion:
+        """Delete the whole account, on every device and in the cloud: the cloud destroys
+        every key of its memory, then this device wipes its own copy (queued changes that
+        were never sent included) and confirms it. Needs the account passphrase, checked
+        here first (a wrong one sends nothing) and proved to the cloud with the account
+        key; the other devices wipe their copies when they next reach the cloud."""
+        self._writable("deleting the account")
+        meta = store.get_meta(self._db)
+        if meta.credential is None or meta.space_id is None:
+            raise NotEnrolled(
+                f"device {meta.device_name!r} is not enrolled; only an account in the cloud "
+                "can be deleted"
+            )
+        key = account.signing_key(account_passphrase, meta.space_id, meta.account_key)
+        request_id = self._id("req")
+        request = DeleteAccountRequest(
+            request_id=request_id,
+            proof=strongauth.prove_delete_account(key, meta.space_id, request_id),
+        )
+        with self._sync_lock, self._revocable():
+            response = self._cloud().post("/v1/account/delete", request, DeleteAccountResponse)
+        self.stop_live()
+        queued = store.queue_count(self._db)
+        said = (
+            f"the account of space {response.space_id} was deleted at "
+            f"{response.ended_at.isoformat()} from device {meta.device_id}"
+        )
+        held = self._wipe(ErrorCode.ACCOUNT_ENDED.value, said)
+        confirmed = self.confirm_wipe()
+        return AccountDeletion(
+            space_id=response.space_id,
+            ended_at=response.ended_at.isoformat(),
+            wiped_records=held,
+            wiped_queued=queued,
+            confirmed=confirmed,
+            pending=tuple(
+                (d.device_id, d.device_name)
+                for d in response.pending
+                if d.device_id != meta.device_id
+            ),
+        )
+
+    @property
+    def closing_notice(self) -> str | None:
+        """The ``Memsync-Closing`` header the cloud sent last (the service is closing:
+        ``closes_at=...; export_until=...``), or None."""
+        return None if self._client is None else self._client.closing
 
     def confirm_wipe(self) -> bool:
-        """Tell the cloud this revoked device wiped its copy (``POST /v1/wiped``), then
-        drop the credential. True when the cloud has heard it (now or before); False
-        when it could not be reached (the credential stays, to try again)."""
+        """Tell the cloud this device wiped its copy (``POST /v1/wiped``; it was revoked,
+        or its account ended), then drop the credential. True when the cloud has heard it
+        (now or before); False when it could not be reached (the credential stays, to try
+        again)."""
         meta = store.get_meta(self._db)
         if meta.wiped_at is None:
             raise InvalidOperation(
-                f"device {meta.device_name!r} has not been wiped; only a revoked device "
-                "that wiped its copy confirms it"
+                f"device {meta.device_name!r} has not been wiped; only a device that wiped "
+                "its copy (revoked, or its account ended) confirms it"
             )
         if meta.credential is None:
             return True
@@ -1131,6 +1223,7 @@ class DeviceAgent:
             pass  # the cloud answered for good (e.g. the credential is unknown to it)
         with self._db.atomic():
             store.forget_credential(self._db)
+        self._db.checkpoint()  # no page image holding the credential stays in the WAL
         return True
 
     def _revoked(self, held: int, confirmed: bool) -> DeviceRevoked:

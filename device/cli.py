@@ -6,7 +6,8 @@ Invariants: every command names its device directory (``--dir``, default
 history); the account passphrase likewise (``$MEMSYNC_ACCOUNT_PASSPHRASE`` or a
 prompt); errors print one clear line on stderr and exit 2, without a traceback;
 ``forget`` is permanent and asks for confirmation unless ``--yes``; ``export`` checks
-its output directory before asking anything and needs the account passphrase; every write
+its output directory before asking anything and needs the account passphrase;
+``delete-account`` requires ``--yes`` and the account passphrase; every write
 prints the sentence its receipt gives; every data-printing command takes ``--json``.
 """
 
@@ -33,7 +34,7 @@ from device.views import LocalResult, RecallHit, RecordView
 from device.writing import EXTERNAL_MEDIA
 from protocol.errors import ProtocolError
 from protocol.export.package import Section
-from protocol.messages import MAX_PULL_WAIT
+from protocol.messages import MAX_PULL_WAIT, parse_closing_header
 from protocol.model import ContentType, LifeArea, Sensitivity, TimeKind
 from protocol.operations import EffectKind
 
@@ -470,7 +471,48 @@ def _sync(args: argparse.Namespace) -> int:
             f"refused {len(report.refused)}); pulled {report.pulled}; "
             f"shredded {len(report.shredded)}; acknowledged {len(report.acked)}"
         )
+        if report.push_held is not None:
+            text += f"\nNothing was pushed; {agent.pending_ops()} change(s) stay queued: "
+            text += report.push_held
+        if report.closing is not None:
+            text += "\n" + closing_notice(report.closing)
         _emit(args, dataclasses.asdict(report), text)
+    return 0
+
+
+def closing_notice(header: str) -> str:
+    """The sentence a user reads for a ``Memsync-Closing`` header."""
+    dates = parse_closing_header(header)
+    if dates is None:
+        return f"Notice: the memsync service is closing ({header})."
+    closes_at, export_until = dates
+    return (
+        f"Notice: the memsync service closes on {closes_at.isoformat()}; export stays open "
+        f"until {export_until.isoformat()}. After that all of your memory is made unreadable, "
+        "as when you delete your account."
+    )
+
+
+def _delete_account(args: argparse.Namespace) -> int:
+    if not args.yes:
+        raise CliError(
+            "deleting the account destroys all of its memory, in the cloud and on every "
+            "device (changes not synced yet included), and cannot be undone; run again "
+            "with --yes"
+        )
+    with _open(args) as agent:
+        account = _account_passphrase("Account passphrase: ", required=True)
+        result = agent.delete_account(account or "")
+        told = "the cloud was told" if result.confirmed else "the cloud is told at the next call"
+        text = (
+            f"The account (space {result.space_id}) was deleted at {result.ended_at}: every "
+            f"key of its memory is destroyed. This device wiped its copy ({result.wiped_records} "
+            f"record(s), {result.wiped_queued} change(s) never synced) and {told}."
+        )
+        if result.pending:
+            names = ", ".join(f"{name} ({device_id})" for device_id, name in result.pending)
+            text += f"\nStill to wipe their copy when they next connect: {names}"
+        _emit(args, dataclasses.asdict(result), text)
     return 0
 
 
@@ -702,6 +744,12 @@ def register(subparsers: Any) -> argparse.ArgumentParser:
     p.add_argument(
         "--without-sensitive", action="store_true", help="leave the sensitive classes out"
     )
+    p = command(
+        "delete-account",
+        _delete_account,
+        "delete the whole account: every key of its memory is destroyed, on every device",
+    )
+    p.add_argument("--yes", action="store_true", help="required: this cannot be undone")
     p = command("live", _live, "stay online: apply changes as the cloud makes them (Ctrl-C ends)")
     p.add_argument("--seconds", type=float, default=None, help="stop after this long")
     p.add_argument(

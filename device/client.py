@@ -12,6 +12,8 @@ Invariants:
   speak, and keeps speaking it for the rest of its life. A refused version means the
   cloud did nothing, so the retry cannot apply anything twice. With no common version
   it raises ``NoCommonProtocolVersion`` naming both ranges.
+- Every answer's ``Memsync-Closing`` header (the service is closing) is kept in
+  ``closing``, so the device can tell its user.
 - httpx errors and non-2xx answers are mapped here, once, to ``device.errors``:
   connection errors and timeouts -> ``Offline``; an ``ErrorBody`` -> ``ServerRefused``
   (or its specific subclass for a code the device acts on, ``device.errors.refusal``);
@@ -40,7 +42,7 @@ from device.errors import (
     refusal,
 )
 from protocol.errors import FieldNotInVersion, UnsupportedProtocolVersion
-from protocol.messages import ErrorBody, ErrorCode, PullRequest, peek_version
+from protocol.messages import CLOSING_HEADER, ErrorBody, ErrorCode, PullRequest, peek_version
 from protocol.version import SUPPORTED_VERSIONS, VersionRange, check_range, common_version
 from protocol.versioned import introduced_in, parse, render_json
 
@@ -64,6 +66,8 @@ class CloudClient:
         self._version = self.protocol_versions[1]
         self._http = httpx.Client(base_url=base_url, transport=transport, timeout=timeout)
         self.credential: str | None = None
+        # the ``Memsync-Closing`` header of the last answer (None: the service is not closing)
+        self.closing: str | None = None
 
     @property
     def protocol_version(self) -> int:
@@ -117,6 +121,7 @@ class CloudClient:
         headers = self._headers(path, auth=True)
         for attempt in range(2):
             with self._open_stream(path, build(self._version), headers, timeout) as response:
+                self.closing = response.headers.get(CLOSING_HEADER)
                 if response.is_success:
                     kind = response.headers.get("content-type", "").split(";")[0].strip()
                     if kind != media_type:
@@ -202,7 +207,7 @@ class CloudClient:
     ) -> httpx.Response:
         content = self._render(path, body)
         try:
-            return self._http.post(
+            response = self._http.post(
                 path,
                 content=content,
                 headers=headers,
@@ -210,6 +215,8 @@ class CloudClient:
             )
         except httpx.TransportError as exc:
             raise self._offline(path, exc) from exc
+        self.closing = response.headers.get(CLOSING_HEADER)
+        return response
 
     def _negotiate(self, refusal: ErrorBody) -> bool:
         """Move to the highest version both sides speak; False if that is the one refused."""

@@ -136,8 +136,17 @@ class NeedsNewerProtocol(DeviceError):
     """A request needs a field the protocol version spoken with the cloud lacks."""
 
 
-class DeviceRevoked(DeviceError):
+class CopyWiped(DeviceError):
+    """The cloud told this device to wipe its copy of the memory, and it did."""
+
+
+class DeviceRevoked(CopyWiped):
     """The account revoked this device: its copy of the memory was wiped."""
+
+
+class AccountEnded(CopyWiped):
+    """The account ended (its user deleted it, or the service shut down): this device's
+    copy of the memory, queued changes that were never sent included, was wiped."""
 
 
 class ServerError(DeviceError):

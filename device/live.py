@@ -32,7 +32,7 @@ from enum import StrEnum
 
 from device.client import CloudClient
 from device.db import Database
-from device.errors import DeviceError, DeviceRevoked, InvalidOperation, Offline
+from device.errors import CopyWiped, DeviceError, InvalidOperation, Offline
 from device.store import get_meta
 from device.views import SyncReport
 from protocol.messages import MAX_PULL_WAIT, PullRequest, PullResponse
@@ -225,7 +225,7 @@ class LiveSync:
         """Report a failed step and back off; False when the loop must end."""
         if self._stop.is_set():
             return False
-        if isinstance(exc, DeviceRevoked):
+        if isinstance(exc, CopyWiped):  # revoked, or the account ended
             self._stop.set()
             self._emit(LiveEventKind.STOPPED, f"live sync stopped: {exc}")
             return False

@@ -24,6 +24,9 @@ Invariants:
 - A refusal ``forgotten`` is the cloud's word that the record is permanently
   forgotten: the record is shredded here at once (its key-destruction event may have
   been compacted away before this device heard it).
+- A push the cloud refuses with 503 ``service_closed`` (the service closed; only
+  export and reads stay open) changes nothing here: the ops stay queued, the report
+  says why (``push_held``), and the pull goes on.
 """
 
 from __future__ import annotations
@@ -149,6 +152,7 @@ class SyncSession:
         self.send_acks()
         self.push()
         self.pull()
+        self.report.closing = self.client.closing
         return self.report
 
     # --- acks ------------------------------------------------------------------------
@@ -180,6 +184,9 @@ class SyncSession:
                     self.report.pull_required = True
                     self.pull()
                     continue
+                if exc.code == ErrorCode.SERVICE_CLOSED.value:
+                    self.report.push_held = exc.message  # the queue stays; pulls go on
+                    return
                 raise
             self._check_receipts(rows, response.receipts)
             faults.reached("push_answered")  # a test may kill the process right here

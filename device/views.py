@@ -166,6 +166,24 @@ class SyncReport:
     resynced: bool = False  # the cursor was below the cloud's feed floor: rebuilt from the start
     # synced records, episodes and artifacts a resync shredded: the cloud no longer has them
     resync_removed: list[str] = field(default_factory=list)
+    # the cloud's ``Memsync-Closing`` header: the service is closing (``closes_at=...;
+    # export_until=...``), None when it is not
+    closing: str | None = None
+    # the service closed and takes no writes: the push was held (the queue stays), why
+    push_held: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class AccountDeletion:
+    """The account was deleted from this device: every key of its memory is destroyed in
+    the cloud, and this device wiped its own copy (queued changes included)."""
+
+    space_id: str
+    ended_at: str
+    wiped_records: int  # records this device held
+    wiped_queued: int  # queued changes that were never sent, wiped with the rest
+    confirmed: bool  # the cloud heard this device's wipe (else at its next call)
+    pending: tuple[tuple[str, str], ...]  # (device id, name): other devices still to wipe
 
 
 @dataclass(frozen=True, slots=True)

@@ -21,8 +21,10 @@ ConversationId = Annotated[str, StringConstraints(pattern=r"^[A-Za-z0-9_.:-]{1,6
 DeviceId = Annotated[str, StringConstraints(pattern=rf"^dev_{_TOKEN}$")]
 SpaceId = Annotated[str, StringConstraints(pattern=rf"^sp_{_TOKEN}$")]
 ArtifactId = Annotated[str, StringConstraints(pattern=rf"^art_{_TOKEN}$")]
+# a client-made id of a one-off request that is not an op (deleting the account)
+RequestId = Annotated[str, StringConstraints(pattern=rf"^req_{_TOKEN}$")]
 
-PREFIXES = ("rec", "ep", "op", "dev", "sp", "key", "art", "exp")
+PREFIXES = ("rec", "ep", "op", "dev", "sp", "key", "art", "exp", "req")
 
 
 def make_id(prefix: str, random_bytes: bytes) -> str:

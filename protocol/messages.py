@@ -4,12 +4,16 @@ Invariants: each message carries ``protocol_version``; push answers one receipt 
 op in request order; pull returns changes in server order with an opaque cursor.
 A field added in a later protocol version carries ``Since(n)``; ``protocol.versioned``
 renders and parses every message here for one version (version 2 added
-``PullRequest.wait`` and ``RecordVersionChange.schema_version``).
+``PullRequest.wait`` and ``RecordVersionChange.schema_version``). A message new in a
+later version names it once (``DELETE_ACCOUNT_SINCE``) and the cloud refuses it in an
+older one. The ``Memsync-Closing`` header's format lives here too, so both sides read
+it alike.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
+from datetime import UTC, datetime
 from enum import StrEnum
 from typing import Annotated, Any, Literal
 
@@ -18,7 +22,15 @@ from pydantic import Field, TypeAdapter
 from protocol.confidence import ConfidenceClass
 from protocol.errors import UnsupportedProtocolVersion
 from protocol.export.package import ExportId
-from protocol.ids import ArtifactId, ConversationId, DeviceId, EpisodeId, RecordId, SpaceId
+from protocol.ids import (
+    ArtifactId,
+    ConversationId,
+    DeviceId,
+    EpisodeId,
+    RecordId,
+    RequestId,
+    SpaceId,
+)
 from protocol.model import (
     RECORD_SCHEMA_VERSION,
     EpistemicState,
@@ -72,7 +84,9 @@ class ErrorCode(StrEnum):
     ACCOUNT_KEY_MISMATCH = "account_key_mismatch"
     DEVICE_REVOKED = "device_revoked"
     RESYNC_REQUIRED = "resync_required"
-    STRONG_AUTH_REQUIRED = "strong_auth_required"  # 403: no or a wrong account-key proof
+    ACCOUNT_ENDED = "account_ended"  # the space ended: the device must wipe its copy
+    SERVICE_CLOSED = "service_closed"  # the service closed: only export stays open
+    STRONG_AUTH_REQUIRED = "strong_auth_required"  # no account key, or a bad proof
     EXPORT_ID_USED = "export_id_used"  # 409: an export id starts one export only
     EXPORT_UNAVAILABLE = "export_unavailable"  # 503: a store it needs cannot be read
 
@@ -369,3 +383,75 @@ class RecallResponse(Envelope):
     device's private key, so a stolen credential alone reads no memory."""
 
     sealed_answer: B64Bytes
+
+
+# --- the end of an account, and the service's closing (protocol 2 on) -------------------
+
+DELETE_ACCOUNT_SINCE = 2  # the protocol version ``POST /v1/account/delete`` came with
+
+
+class DeleteAccountRequest(Envelope):
+    """``POST /v1/account/delete``: the user deletes the whole account. ``proof`` is an
+    Ed25519 signature by the account key over ``protocol.strongauth``'s
+    ``delete_account_challenge(space, request_id)``, so it deletes this space only and
+    was made for this one request."""
+
+    request_id: RequestId
+    proof: B64Bytes
+
+
+class DeleteAccountResponse(Envelope):
+    """The account ended: every key of its memory is destroyed; ``pending`` are the
+    devices that have not yet confirmed they wiped their copy."""
+
+    space_id: SpaceId
+    ended_at: UtcDatetime
+    pending: list[PendingDevice]
+
+
+class ServiceMode(StrEnum):
+    """Where the service is in a shutdown (``cloud.closing.mode_at``)."""
+
+    OPEN = "open"  # no shutdown announced
+    CLOSING = "closing"  # announced: everything works until ``closes_at``
+    EXPORT_ONLY = "export_only"  # after ``closes_at``: no writes, export stays open
+    CLOSED = "closed"  # after ``export_until``: every account ended, keys destroyed
+
+
+class ServiceStatus(Envelope):
+    """``GET /v1/service``: the service's region and whether it is shutting down."""
+
+    region: str
+    mode: ServiceMode
+    announced_at: UtcDatetime | None = None
+    closes_at: UtcDatetime | None = None
+    export_until: UtcDatetime | None = None
+
+
+# every answer of a closing service carries this header (``closing_header``)
+CLOSING_HEADER = "Memsync-Closing"
+
+
+def closing_header(closes_at: datetime, export_until: datetime) -> str:
+    """The ``Memsync-Closing`` value: ``closes_at=<iso>; export_until=<iso>`` (UTC)."""
+    return f"closes_at={_iso(closes_at)}; export_until={_iso(export_until)}"
+
+
+def parse_closing_header(value: str) -> tuple[datetime, datetime] | None:
+    """``(closes_at, export_until)`` of a ``Memsync-Closing`` value; None if it is not one."""
+    parts: dict[str, str] = {}
+    for part in value.split(";"):
+        name, _, text = part.strip().partition("=")
+        parts[name] = text
+    try:
+        closes_at = datetime.fromisoformat(parts["closes_at"].replace("Z", "+00:00"))
+        export_until = datetime.fromisoformat(parts["export_until"].replace("Z", "+00:00"))
+    except (KeyError, ValueError):
+        return None
+    if closes_at.tzinfo is None or export_until.tzinfo is None:
+        return None
+    return closes_at.astimezone(UTC), export_until.astimezone(UTC)
+
+
+def _iso(at: datetime) -> str:
+    return at.astimezone(UTC).isoformat().replace("+00:00", "Z")

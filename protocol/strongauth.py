@@ -1,9 +1,12 @@
-"""Strong authentication for mass forgets: an account key derived from a passphrase.
+"""Strong authentication for mass forgets and for deleting the account: an account key
+derived from a passphrase.
 
 Invariants: the cloud stores only the account's public verify key; a proof is a
 signature over a challenge that binds space, op id and area, so it cannot be replayed
-for another op, another area or another space. Salt and cost are fixed per space, so
-every device derives the same key from the same passphrase.
+for another op, another area or another space. A proof for deleting the account binds
+space and request id under its own challenge prefix, so no forget proof can delete an
+account and no deletion proof can forget. Salt and cost are fixed per space, so every
+device derives the same key from the same passphrase.
 """
 
 from __future__ import annotations
@@ -66,6 +69,25 @@ def verify_export(
     try:
         challenge = export_challenge(space_id, export_id, include_sensitive)
         VerifyKey(verify_key).verify(challenge, proof)
+    except (BadSignatureError, ValueError, TypeError):
+        return False
+    return True
+
+
+# --- deleting the account -------------------------------------------------------------
+
+
+def delete_account_challenge(space_id: str, request_id: str) -> bytes:
+    return f"memsync/1|delete_account|{space_id}|{request_id}".encode()
+
+
+def prove_delete_account(key: SigningKey, space_id: str, request_id: str) -> bytes:
+    return key.sign(delete_account_challenge(space_id, request_id)).signature
+
+
+def verify_delete_account(verify_key: bytes, proof: bytes, space_id: str, request_id: str) -> bool:
+    try:
+        VerifyKey(verify_key).verify(delete_account_challenge(space_id, request_id), proof)
     except (BadSignatureError, ValueError, TypeError):
         return False
     return True

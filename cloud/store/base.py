@@ -197,6 +197,32 @@ class ExportRow:
     outcome: str  # streaming | complete | abandoned | failed: <reason>
 
 
+@dataclass(frozen=True, slots=True)
+class SpaceEndRow:
+    """When and why a space ended, and when its own keys were destroyed (None: not yet)."""
+
+    space_id: str
+    ended_at: datetime
+    reason: str  # "deleted" | "service_shutdown"
+    keys_destroyed_at: datetime | None
+
+
+@dataclass(frozen=True, slots=True)
+class PendingDeviceRow:
+    device_id: str
+    name: str
+
+
+@dataclass(frozen=True, slots=True)
+class ServiceStateRow:
+    """The service's region and, once a shutdown is announced, its dates."""
+
+    region: str
+    announced_at: datetime | None = None
+    closes_at: datetime | None = None
+    export_until: datetime | None = None
+
+
 WORK_KINDS = ("candidate", "behaviour", "external")
 WHOLE_EPISODE = -1  # ``work_items.sentence`` of an item that covers a whole episode
 
@@ -368,6 +394,19 @@ class StoreSession(Protocol):
         self, space_id: str, device_id: str, event_ids: Iterable[int], at: datetime
     ) -> None: ...
     def forget_statuses(self, space_id: str) -> list[ForgetStatusRow]: ...
+
+    # the end of an account and the service's closing (cloud.store.sql_end)
+    def space_end(self, space_id: str) -> SpaceEndRow | None: ...
+    def mark_space_ended(self, space_id: str, at: datetime, reason: str) -> None: ...
+    def ended_spaces_with_keys(self) -> list[SpaceEndRow]: ...
+    def mark_space_keys_destroyed(self, space_id: str, at: datetime) -> None: ...
+    def artifact_ids(self, space_id: str) -> list[str]: ...
+    def drop_plain_leftovers(self, space_id: str) -> None: ...
+    def receipts_of(self, space_id: str) -> list[tuple[str, str]]: ...
+    def replace_receipt(self, space_id: str, op_id: str, receipt_json: str) -> None: ...
+    def pending_devices(self, space_id: str) -> list[PendingDeviceRow]: ...
+    def service_state(self) -> ServiceStateRow | None: ...
+    def put_service_state(self, state: ServiceStateRow) -> None: ...
 
     # the consolidator's work queue (cloud.store.sql_work)
     def space_ids(self) -> list[str]: ...

@@ -383,8 +383,21 @@ def _v9_version_authors(conn: Connection) -> None:
     conn.exec_driver_sql("ALTER TABLE record_versions ADD COLUMN made_by TEXT")
 
 
-# Issue 7's exports table. Another branch adds migration 10; this one is numbered here
-# alone (``EXPORTS_MIGRATION``), so a renumbering at merge is one line.
+def _v10_account_end(conn: Connection) -> None:
+    """The end of an account (``cloud.account_end``): when and why a space ended, and when
+    its own keys were destroyed; and the service's one ``service_state`` row, which says
+    whether (and when) the service closes (``cloud.closing``)."""
+    ts = _TYPES[conn.dialect.name]["ts"]
+    conn.exec_driver_sql(f"ALTER TABLE spaces ADD COLUMN ended_at {ts}")
+    conn.exec_driver_sql("ALTER TABLE spaces ADD COLUMN end_reason TEXT")
+    conn.exec_driver_sql(f"ALTER TABLE spaces ADD COLUMN keys_destroyed_at {ts}")
+    conn.exec_driver_sql(
+        "CREATE TABLE service_state (id INTEGER PRIMARY KEY CHECK (id = 1), region TEXT NOT NULL, "
+        f"announced_at {ts}, closes_at {ts}, export_until {ts})"
+    )
+
+
+# Issue 7's exports table (after migration 10, the end of an account).
 EXPORTS_MIGRATION = 11
 _EXPORTS = """
 CREATE TABLE exports (
@@ -424,6 +437,7 @@ MIGRATIONS: tuple[Migration, ...] = (
     Migration(7, "feed_floor", _v7_feed_floor),
     Migration(8, "wipe_confirmation", _v8_wipe_confirmation),
     Migration(9, "version_authors", _v9_version_authors),
+    Migration(10, "account_end", _v10_account_end),
     Migration(EXPORTS_MIGRATION, "exports", _v11_exports),
 )
 

@@ -80,6 +80,11 @@ spaces = Table(
     Column("search_generation", BigInteger, nullable=False, server_default="0"),
     # the highest seq compaction ever deleted from the space's change feed (migration 7)
     Column("feed_floor", BigInteger, nullable=False, server_default="0"),
+    # the end of the account (migration 10): when, why ("deleted" | "service_shutdown"),
+    # and when the space's own keys were destroyed in the key store
+    Column("ended_at", UtcDateTime),
+    Column("end_reason", Text),
+    Column("keys_destroyed_at", UtcDateTime),
 )
 
 enrollment_codes = Table(
@@ -314,6 +319,18 @@ ended_conversations = Table(
     Column("space_id", Text, primary_key=True),
     Column("conversation_token", Text, primary_key=True),
     Column("ended_at", UtcDateTime, nullable=False),
+)
+
+# The service's one row (id 1, migration 10): its region and, once a shutdown is
+# announced, when it closes and until when export stays open (``cloud.closing``).
+service_state = Table(
+    "service_state",
+    metadata,
+    Column("id", Integer, primary_key=True),
+    Column("region", Text, nullable=False),
+    Column("announced_at", UtcDateTime),
+    Column("closes_at", UtcDateTime),
+    Column("export_until", UtcDateTime),
 )
 
 # One row per export started (migration ``EXPORTS_MIGRATION``; ``cloud.store.sql_export``):

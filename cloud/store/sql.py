@@ -55,6 +55,7 @@ from cloud.store.base import (
 )
 from cloud.store.migrations import LEGACY_EPISTEMIC_PLACEHOLDER, migrate
 from cloud.store.search import SearchQueries
+from cloud.store.sql_end import EndQueries
 from cloud.store.sql_export import ExportQueries
 from cloud.store.sql_memory import MemoryQueries, chunks
 from cloud.store.sql_work import WorkQueries
@@ -203,7 +204,7 @@ class SqlStore:
         self._engine.dispose()
 
 
-class SqlSession(MemoryQueries, SearchQueries, WorkQueries, ExportQueries):
+class SqlSession(MemoryQueries, SearchQueries, WorkQueries, ExportQueries, EndQueries):
     """One transaction. Every method is scoped to the space it is handed."""
 
     def __init__(self, conn: Connection) -> None:
@@ -324,23 +325,20 @@ class SqlSession(MemoryQueries, SearchQueries, WorkQueries, ExportQueries):
         return int(result.rowcount) == 1
 
     def mark_wiped(self, space_id: str, device_id: str, at: datetime) -> datetime | None:
-        """Record that a revoked device wiped its copy (the first confirmation's time is
-        kept); None when the device is not a revoked device of this space."""
-        c = t.devices.c
+        """Record that a revoked device, or any device of an ended space, wiped its copy
+        (the first confirmation's time is kept); None when the device is neither."""
+        c, s = t.devices.c, t.spaces.c
+        ended = select(s.space_id).where(s.space_id == space_id, s.ended_at.is_not(None))
+        must_wipe = or_(c.revoked_at.is_not(None), ended.exists())
         self.conn.execute(
             update(t.devices)
             .where(
-                c.space_id == space_id,
-                c.device_id == device_id,
-                c.revoked_at.is_not(None),
-                c.wiped_at.is_(None),
+                c.space_id == space_id, c.device_id == device_id, must_wipe, c.wiped_at.is_(None)
             )
             .values(wiped_at=at)
         )
         return self.conn.execute(
-            select(c.wiped_at).where(
-                c.space_id == space_id, c.device_id == device_id, c.revoked_at.is_not(None)
-            )
+            select(c.wiped_at).where(c.space_id == space_id, c.device_id == device_id, must_wipe)
         ).scalar_one_or_none()
 
     def touch_device(self, space_id: str, device_id: str, at: datetime) -> None:

@@ -81,9 +81,12 @@ class WorkQueries:
     _dialect: str
 
     def space_ids(self) -> list[str]:
-        """Every space, in id order (the daily time job walks them)."""
+        """Every space that has not ended, in id order (the daily time job walks them)."""
         c = t.spaces.c
-        return [r[0] for r in self.conn.execute(select(c.space_id).order_by(c.space_id))]
+        rows = self.conn.execute(
+            select(c.space_id).where(c.ended_at.is_(None)).order_by(c.space_id)
+        )
+        return [r[0] for r in rows]
 
     def candidate_exists(self, space_id: str, episode_id: str, sentence: int) -> bool:
         """Whether sentence ``sentence`` of the episode was already marked (any state)."""

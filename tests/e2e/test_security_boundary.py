@@ -192,6 +192,8 @@ ROUTES: dict[tuple[str, str], dict[str, Any]] = {
     ("POST", "/v1/export"): {},
     ("GET", "/v1/forgets/pending"): {},
     ("GET", "/v1/records/{record_id}"): {},
+    ("POST", "/v1/account/delete"): {},
+    ("GET", "/v1/service"): {},
 }
 
 
@@ -284,6 +286,12 @@ def test_no_route_reaches_another_space(cloud: RunningCloud, tmp_path: Path) -> 
                 ("GET", "/v1/records/{record_id}"): http.get(
                     f"/v1/records/{record}", headers=theirs
                 ),
+                ("POST", "/v1/account/delete"): http.post(
+                    "/v1/account/delete",
+                    headers=theirs,
+                    json={"protocol_version": 2, "request_id": "req_aaaaaaaaaaaa", "proof": "AA=="},
+                ),
+                ("GET", "/v1/service"): http.get("/v1/service"),
             }
         assert set(answers) == set(ROUTES)
         for route, answer in answers.items():
@@ -296,6 +304,11 @@ def test_no_route_reaches_another_space(cloud: RunningCloud, tmp_path: Path) -> 
         assert answers[("POST", "/v1/account-key")].status_code == 401
         assert answers[("GET", "/v1/records/{record_id}")].status_code == 404
         assert answers[("POST", "/v1/export")].status_code == 403  # no account key of its own
+        # the stranger cannot delete its own account without strong authentication, and
+        # nothing it sends can end another space
+        assert answers[("POST", "/v1/account/delete")].status_code == 403
+        assert cloud.operator.account_status(ada.space_id) is None
+        assert cloud.operator.account_status(bob.space_id) is None
         # a device that is not revoked has no wipe to confirm, and is not marked wiped
         assert answers[("POST", "/v1/wiped")].status_code == 404
         assert "is not revoked" in answers[("POST", "/v1/wiped")].json()["message"]
@@ -306,10 +319,10 @@ def test_no_route_reaches_another_space(cloud: RunningCloud, tmp_path: Path) -> 
         assert [v.text for v in phone.agent.list_records()] == [SECRET]
         state = cloud.operator.record_status(ada.space_id, record)
         assert state.lifecycle_state.value == "active"
-        # without any credential, every route but health and enroll is 401
+        # without any credential, every route but health, service and enroll is 401
         with httpx.Client(base_url=base, timeout=30) as http:
             for method, path in ROUTES:
-                if path in ("/v1/health", "/v1/enroll"):
+                if path in ("/v1/health", "/v1/service", "/v1/enroll"):
                     continue
                 url = path.replace("{record_id}", record)
                 answer = http.request(method, url, json=v1 if method == "POST" else None)
