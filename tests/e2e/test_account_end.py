@@ -14,7 +14,7 @@ SQLCipher devices over httpx, the cloud's clock injected and moved on.
 from __future__ import annotations
 
 import base64
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from datetime import timedelta
 from pathlib import Path
 
@@ -22,6 +22,7 @@ import httpx
 import pytest
 
 from cloud.account_end import EndReason
+from cloud.config import CloudConfig
 from device import cli as device_cli
 from device.errors import AccountEnded, Refused
 from protocol import strongauth
@@ -44,9 +45,18 @@ def clock() -> FakeClock:
     return FakeClock()
 
 
-@pytest.fixture
-def cloud(tmp_path: Path, clock: FakeClock) -> Iterator[RunningCloud]:
-    with RunningCloud.sqlite(tmp_path / "cloud", clock=clock) as running:
+@pytest.fixture(params=["sqlite", "postgresql"])
+def cloud(
+    request: pytest.FixtureRequest, tmp_path: Path, clock: FakeClock
+) -> Iterator[RunningCloud]:
+    if request.param == "sqlite":
+        with RunningCloud.sqlite(tmp_path / "cloud", clock=clock) as running:
+            yield running
+        return
+    request.applymarker(pytest.mark.postgres)
+    make_db: Callable[[], str] = request.getfixturevalue("postgres_database")
+    config = CloudConfig(store_url=make_db(), key_store_path=tmp_path / "keys.db", clock=clock)
+    with RunningCloud(config) as running:
         yield running
 
 
@@ -151,6 +161,7 @@ def test_deleting_the_account_with_a_device_offline_until_after_it(
 
 
 def test_the_service_closes_through_its_notice_period(
+    tmp_path: Path,
     cloud: RunningCloud,
     fleet: Fleet,
     clock: FakeClock,
@@ -158,7 +169,8 @@ def test_the_service_closes_through_its_notice_period(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     ada = fleet.add_user("ada")
-    phone, laptop = fleet.add_device(ada, "phone"), fleet.add_device(ada, "laptop")
+    phone = fleet.add_device(ada, "phone", account_passphrase=ACCOUNT)
+    laptop = fleet.add_device(ada, "laptop")
     closes_at = clock.now + timedelta(days=60)
     export_until = closes_at + timedelta(days=30)
     cloud.operator.announce_closing(closes_at, export_until)
@@ -174,6 +186,10 @@ def test_the_service_closes_through_its_notice_period(
     health = httpx.get(f"{cloud.url}/v1/health")
     assert health.headers[CLOSING_HEADER] == report.closing
     assert httpx.get(f"{cloud.url}/v1/service").json()["mode"] == "closing"
+    exports = tmp_path / "exports"
+    exports.mkdir()
+    during_notice = phone.agent.export(exports, ACCOUNT)  # export is open, as is all else
+    assert SECRET in during_notice.package_path.read_text()
     laptop.close()  # the device CLI opens the laptop's files itself
     monkeypatch.setenv("MEMSYNC_PASSPHRASE", laptop.passphrase)
     assert device_cli.main(["device", "sync", "--dir", str(laptop.directory)]) == 0
@@ -192,11 +208,22 @@ def test_the_service_closes_through_its_notice_period(
     assert report.pushed == 0 and phone.agent.pending_ops() == queued
     assert [v.text for v in laptop.agent.list_records()] == [SECRET]  # pulled before
     assert laptop.agent.sync().push_held is None  # nothing queued; the pull works
+    # ... and export stays open until export_until: the whole memory, as it stood
+    after_close = phone.agent.export(exports, ACCOUNT)
+    assert SECRET in after_close.package_path.read_text()
+    assert after_close.totals.records == during_notice.totals.records
 
     # after export_until: every account ended, every key destroyed, devices wipe
     clock.now = export_until
     with pytest.raises(AccountEnded, match="service shut down for region 'default'"):
-        phone.agent.sync()
+        phone.agent.export(exports, ACCOUNT)  # nothing left to export: the device wipes
+    assert sorted(p.name for p in exports.iterdir()) == sorted(
+        p.name
+        for p in (
+            *[during_notice.package_path, during_notice.view_path],
+            *[after_close.package_path, after_close.view_path],
+        )
+    )  # no partial file of the refused export
     assert phone.agent.list_records() == [] and phone.agent.pending_ops() == 0
     with pytest.raises(AccountEnded, match="service shut down"):
         laptop.agent.sync()
