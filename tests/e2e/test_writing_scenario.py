@@ -48,10 +48,13 @@ def test_writing_scenario_on_postgresql(
         _passes(writing.run(cloud, tmp_path / "devices", lambda state: None))
 
 
-def test_demo_plays_both_scenarios(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_demo_plays_every_scenario(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     assert cli.main(["simulate", "--scenario", "writing", "--dir", str(tmp_path)]) == 0
     out = capsys.readouterr().out
     assert "RESULT: PASS" in out and "-- checks (writing)" in out
     assert cli.main(["demo", "--json"]) == 0
     report = capsys.readouterr().out
-    assert '"scenario": "forget-propagation + writing"' in report and '"ok": true' in report
+    assert (
+        '"scenario": "forget-propagation + writing + account-end"' in report
+        and '"ok": true' in report
+    )
