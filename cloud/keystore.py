@@ -365,46 +365,44 @@ class SqliteKeyStore:
     def destroy(self, key_ids: Iterable[str]) -> None:
         """Delete the wrapped keys, then checkpoint and truncate the WAL. Idempotent."""
         doomed = sorted(set(key_ids))
+        deletes = [
+            (f"DELETE FROM data_keys WHERE key_id IN ({','.join('?' * len(chunk))})", chunk)
+            for chunk in _chunks(doomed)
+        ]
         with self._lock:
-            if doomed:
-                self._db.execute("BEGIN IMMEDIATE")
-                try:
-                    for chunk in _chunks(doomed):
-                        marks = ",".join("?" * len(chunk))
-                        self._db.execute(f"DELETE FROM data_keys WHERE key_id IN ({marks})", chunk)
-                    self._db.execute("COMMIT")
-                except BaseException:
-                    self._db.execute("ROLLBACK")
-                    raise
-            busy, _, _ = self._db.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchone()
-            if busy:
-                raise KeyStoreError(
-                    f"{self.path}: the WAL could not be truncated (another reader holds it); "
-                    f"key(s) {', '.join(doomed[:5])} are deleted but may linger in the WAL "
-                    "until the next sweep"
-                )
+            self._delete_and_truncate(deletes, f"key(s) {', '.join(doomed[:5])}")
 
     def destroy_space(self, space_id: str) -> None:
         """Delete every key of ``space_id`` (DEKs, search key, space key), then
         checkpoint and truncate the WAL, and drop its keys from the caches. Idempotent."""
+        deletes = [
+            (f"DELETE FROM {table} WHERE space_id = ?", [space_id])
+            for table in ("data_keys", "search_keys", "space_keys")
+        ]
         with self._lock:
             self._space_keys.pop(space_id, None)
             self._search_keys.pop(space_id, None)
+            self._delete_and_truncate(deletes, f"the keys of space {space_id}")
+
+    def _delete_and_truncate(self, deletes: list[tuple[str, list[str]]], what: str) -> None:
+        """Run ``deletes`` in one transaction (under the lock), then truncate the WAL so no
+        old copy of a deleted key stays in it; ``KeyStoreError`` naming ``what`` if a
+        reader holds the WAL (the keys are deleted; the next sweep truncates)."""
+        if deletes:
             self._db.execute("BEGIN IMMEDIATE")
             try:
-                for table in ("data_keys", "search_keys", "space_keys"):
-                    self._db.execute(f"DELETE FROM {table} WHERE space_id = ?", (space_id,))
+                for statement, params in deletes:
+                    self._db.execute(statement, params)
                 self._db.execute("COMMIT")
             except BaseException:
                 self._db.execute("ROLLBACK")
                 raise
-            busy, _, _ = self._db.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchone()
-            if busy:
-                raise KeyStoreError(
-                    f"{self.path}: the WAL could not be truncated (another reader holds it); "
-                    f"the keys of space {space_id} are deleted but may linger in the WAL "
-                    "until the next sweep"
-                )
+        busy, _, _ = self._db.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchone()
+        if busy:
+            raise KeyStoreError(
+                f"{self.path}: the WAL could not be truncated (another reader holds it); "
+                f"{what} are deleted but may linger in the WAL until the next sweep"
+            )
 
     def close(self) -> None:
         with self._lock:

@@ -182,3 +182,16 @@ def scan_values(label: str, values: Iterable[object], needles: Mapping[str, byte
             data = str(value).encode()
         result.hits.extend(_find(label, data, needles))
     return result
+
+
+def scan_record_store(
+    store_url: str, rows: Iterable[object], needles: Mapping[str, bytes]
+) -> ScanResult:
+    """Scan the cloud's record store: its file (WAL and journals too) raw when it is
+    SQLite, and every value of its rows (``SqlStore.audit_blobs``) on any dialect."""
+    prefix = "sqlite:///"
+    if store_url.startswith(prefix):
+        result = scan_sqlite_database(Path(store_url.removeprefix(prefix)), needles)
+    else:
+        result = ScanResult()
+    return result.merge(scan_values("record store rows", rows, needles))

@@ -32,7 +32,6 @@ The checks:
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from pathlib import Path
 
 from device.views import RecordView
 from protocol.model import LifecycleState
@@ -42,8 +41,8 @@ from simulator.fleet import DeviceHandle, Fleet
 from simulator.forensics import (
     ScanResult,
     scan_device_database,
+    scan_record_store,
     scan_sqlite_database,
-    scan_values,
 )
 from simulator.observe import (
     FORGOTTEN,
@@ -367,14 +366,8 @@ def forgotten_unreadable(fleet: Fleet, trace: RunTrace) -> Check:
 
 
 def _scan_record_store(fleet: Fleet, needles: Mapping[str, bytes]) -> ScanResult:
-    config = fleet.cloud.config
-    if config.store_url.startswith("sqlite:///"):
-        result = scan_sqlite_database(Path(config.store_url.removeprefix("sqlite:///")), needles)
-    else:
-        result = ScanResult()
-    return result.merge(
-        scan_values("record store rows", fleet.cloud.operator.store.audit_blobs(), needles)
-    )
+    store = fleet.cloud.operator.store
+    return scan_record_store(fleet.cloud.config.store_url, store.audit_blobs(), needles)
 
 
 def _skeleton_everywhere(fleet: Fleet, view: CloudView, forgotten: ForgottenRecord) -> list[str]:

@@ -185,15 +185,10 @@ class SensitivePart(WireModel):
     episodes: list[Episode] = []
 
 
-class ExportPackage(WireModel):
-    """A whole package, as one JSON document (the schema's root)."""
+class ExportPackage(PackageHeader):
+    """A whole package, as one JSON document (the schema's root): the header's fields,
+    then every section, then the totals."""
 
-    format: Literal["memsync-export"] = FORMAT
-    schema_version: Literal[1] = PACKAGE_SCHEMA_VERSION
-    export_id: ExportId
-    exported_at: UtcDatetime
-    space_id: SpaceId
-    includes_sensitive: bool
     records: list[ExportedRecord] = []
     behaviour_rules: list[ExportedRecord] = []
     skeletons: list[Skeleton] = []

@@ -18,7 +18,11 @@ from device.errors import AccountEnded, Refused
 from protocol.export.package import ExportPackage
 from simulator.cloud_runner import RunningCloud
 from simulator.fleet import Fleet
-from simulator.forensics import ScanResult, scan_device_database, scan_sqlite_database, scan_values
+from simulator.forensics import (
+    scan_device_database,
+    scan_record_store,
+    scan_sqlite_database,
+)
 from simulator.report import ScenarioReport, StepState
 from simulator.scenarios.play import Emit, device_state, play
 
@@ -146,15 +150,7 @@ def _play(fleet: Fleet, report: ScenarioReport, emit: Emit) -> None:
             scan.describe(),
         )
     config = fleet.cloud.config
-    if config.store_url.startswith("sqlite:///"):
-        store_scan = scan_sqlite_database(
-            Path(config.store_url.removeprefix("sqlite:///")), needles
-        )
-    else:
-        store_scan = ScanResult()
-    store_scan = store_scan.merge(
-        scan_values("record store rows", operator.store.audit_blobs(), needles)
-    )
+    store_scan = scan_record_store(config.store_url, operator.store.audit_blobs(), needles)
     report.check("cloud record store holds no trace", store_scan.clean, store_scan.describe())
     key_scan = scan_sqlite_database(config.key_store_path, needles)
     still = operator.key_store.wrapped_keys_for(list(cloud_keys))

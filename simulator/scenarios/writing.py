@@ -16,7 +16,7 @@ from cloud.consolidator.worker import Consolidator
 from protocol.model import LifecycleState, Sensitivity
 from simulator.cloud_runner import RunningCloud
 from simulator.fleet import DeviceHandle, Fleet
-from simulator.forensics import scan_sqlite_database, scan_values
+from simulator.forensics import scan_record_store, scan_sqlite_database
 from simulator.report import ScenarioReport, StepState
 from simulator.scenarios.play import Emit, device_state, play
 
@@ -130,10 +130,7 @@ def _checks(
     config = fleet.cloud.config
     needles = {"kept sentence": KEPT.encode(), "kept episode id": kept.encode()}
     rows = fleet.cloud.operator.store.audit_blobs()
-    scans = [scan_values("record store rows", rows, needles)]
-    if config.store_url.startswith("sqlite:///"):
-        store_file = Path(config.store_url.removeprefix("sqlite:///"))
-        scans.append(scan_sqlite_database(store_file, needles))
+    scans = [scan_record_store(config.store_url, rows, needles)]
     scans.append(scan_sqlite_database(config.key_store_path, needles))
     report.check(
         "the cloud's record store and key store hold nothing of it",

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable, Iterator
-from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
@@ -17,21 +16,16 @@ from cloud.config import CloudConfig
 from device.agent import DeviceAgent
 from device.views import RecordView
 from protocol.export.package import ExportedRecord, ExportPackage
-from protocol.ids import make_id
 from protocol.model import (
-    EpistemicState,
-    Initiator,
     Layer,
     LifeArea,
     LifecycleState,
-    RecordContent,
     Sensitivity,
-    SourceKind,
     TimeKind,
 )
-from protocol.operations import Consolidate
 from simulator.cloud_runner import RunningCloud
 from simulator.fleet import DeviceHandle, Fleet
+from tests.device.test_write_paths import _propose as propose_rule
 
 ACCOUNT = "correct horse battery staple"
 TYPED = (
@@ -68,23 +62,7 @@ def _view_key(view: RecordView) -> tuple[object, ...]:
 
 def _accepted_rule(agent: DeviceAgent, text: str) -> str:
     """A behaviour rule the assistant proposed from what the user did, then accepted."""
-    episode = agent.observe("answer length in the morning", "short", source="chat-app")
-    record = make_id("rec", b"rule-record-0001")
-    agent.apply_operation(
-        Consolidate(
-            op_id=make_id("op", b"rule-proposal-01"),
-            made_at=datetime(2026, 3, 1, 10, 0, tzinfo=UTC),
-            initiated_by=Initiator.ASSISTANT,
-            record_id=record,
-            content=RecordContent(
-                text=text,
-                epistemic_state=EpistemicState.INFERRED,
-                layer=Layer.BEHAVIOUR_RULE,
-                source_episode_ids=[episode],
-                source_kind=SourceKind.USER_BEHAVIOUR,
-            ),
-        )
-    )
+    record = propose_rule(agent, text)
     agent.accept_rule(record)
     return record
 
