@@ -8,6 +8,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator
 from dataclasses import replace
 from pathlib import Path
+from typing import Any
 
 import anyio
 import pytest
@@ -178,3 +179,61 @@ def test_the_app_closes_the_frames_when_the_response_ends_early() -> None:
 
     anyio.run(client_goes_away)
     assert closed == ["closed"]
+
+
+def _record_store_down(admin: Any, database: str, down: bool) -> None:
+    """Refuse (or allow again) every connection to ``database``, and end the open ones:
+    the record store is unreachable for real, as when its server is being restarted."""
+    admin.execute(f'ALTER DATABASE "{database}" WITH ALLOW_CONNECTIONS {str(not down).lower()}')
+    if down:
+        admin.execute(
+            "SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
+            "WHERE datname = %s AND pid <> pg_backend_pid()",
+            (database,),
+        )
+
+
+@pytest.mark.postgres
+def test_an_unreachable_record_store_is_waited_for_then_refused_naming_it(
+    postgres_database: Callable[[], str],
+    pg_admin: tuple[Any, str, list[str]],
+    tmp_path: Path,
+    clock: FakeClock,
+    rng: Callable[[int], bytes],
+    ops: Ops,
+) -> None:
+    admin = pg_admin[0]
+    url = postgres_database()
+    database = url.rsplit("/", 1)[1]
+    sleeps = Sleeps()
+    config = CloudConfig(
+        store_url=url,
+        key_store_path=tmp_path / "keys.db",
+        clock=clock,
+        random_bytes=rng,
+        master_key=MASTER_KEY,
+        export_wait=3.0,
+        sleep=sleeps,
+    )
+    svc = CloudService(config)
+    try:
+        space = make_space(svc, ops)
+        sp = space.phone.space_id
+        _record_store_down(admin, database, True)
+        with pytest.raises(ExportUnavailable) as refused:
+            svc.export(sp, space.phone.device_id, request(sp, "exp_aaaaaaaa60"))
+        message = str(refused.value)
+        assert f"the record store postgresql://postgres@127.0.0.1:5432/{database}" in message
+        assert "cannot be read" in message and "waited 3 s" in message
+        assert sleeps.waits == [0.5, 1.0, 1.5]
+
+        # the store comes back during the first wait: the export waits, then goes on whole
+        sleeps.waits.clear()
+        sleeps.then = lambda: _record_store_down(admin, database, False)
+        _record_store_down(admin, database, True)
+        text = export_text(svc, space.phone, request(sp, "exp_aaaaaaaa61"))
+        assert "rec_aaaaaaaa01" in text and sleeps.waits == [0.5]
+        assert export_row(svc, sp, "exp_aaaaaaaa60") is None  # the refused id is not used up
+    finally:
+        _record_store_down(admin, database, False)
+        svc.close()
