@@ -383,6 +383,11 @@ def create_app(config: CloudConfig) -> FastAPI:
         space_id, _device_id = await who(request)
         return answer(request, await call(service.pending, space_id))
 
+    @app.get("/v1/devices")
+    async def devices(request: Request) -> Response:
+        space_id, _device_id = await who(request)
+        return answer(request, await call(service.devices, space_id))
+
     @app.get("/v1/records/{record_id}")
     async def record(request: Request, record_id: str) -> Response:
         space_id, _device_id = await who(request)

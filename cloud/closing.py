@@ -47,6 +47,7 @@ EXPORT_ONLY_PATHS = frozenset(
         "/v1/wiped",
         "/v1/export",
         "/v1/forgets/pending",
+        "/v1/devices",
     }
 )
 EXPORT_ONLY_PREFIXES = ("/v1/records/", "/v1/export/")

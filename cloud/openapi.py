@@ -38,6 +38,7 @@ from protocol.messages import (
     AckResponse,
     DeleteAccountRequest,
     DeleteAccountResponse,
+    DevicesResponse,
     EnrollRequest,
     EnrollResponse,
     ErrorBody,
@@ -187,6 +188,11 @@ CONTRACTS: dict[tuple[str, str], RouteContract] = {
     ),
     ("GET", "/v1/forgets/pending"): RouteContract(
         summary="Forgets some device has not confirmed yet", response=PendingResponse, errors=(401,)
+    ),
+    ("GET", "/v1/devices"): RouteContract(
+        summary="The devices of the caller's space: enrolled, last seen, revoked, wiped",
+        response=DevicesResponse,
+        errors=(401,),
     ),
     ("GET", "/v1/records/{record_id}"): RouteContract(
         summary="A record's state, or its skeleton when forgotten (never content)",

@@ -126,6 +126,8 @@ from protocol.messages import (
     ArtifactChange,
     DeleteAccountRequest,
     DeleteAccountResponse,
+    DevicesResponse,
+    DeviceStatus,
     EnrollRequest,
     EnrollResponse,
     EpisodeChange,
@@ -656,6 +658,14 @@ class CloudService:
                 )
                 for st in statuses
             ]
+        )
+
+    def devices(self, space_id: str) -> DevicesResponse:
+        """Every device ever enrolled in the caller's space (revoked ones included)."""
+        with self.store.session(space_id) as s:
+            rows = s.device_statuses(space_id)
+        return DevicesResponse(
+            devices=[DeviceStatus.model_validate(r, from_attributes=True) for r in rows]
         )
 
     # --- recall ---------------------------------------------------------------------

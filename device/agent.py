@@ -86,6 +86,7 @@ from device.views import (
     RecallHit,
     RecordView,
     SaidResult,
+    SourceView,
     SyncReport,
     VersionView,
 )
@@ -98,9 +99,13 @@ from protocol.messages import (
     AccountKeyResponse,
     DeleteAccountRequest,
     DeleteAccountResponse,
+    DevicesResponse,
+    DeviceStatus,
     EnrollRequest,
     EnrollResponse,
     ErrorCode,
+    ForgetStatus,
+    PendingResponse,
     RecallAnswer,
     RecallRequest,
     RecallResponse,
@@ -354,6 +359,14 @@ class DeviceAgent:
 
     def _now(self) -> str:
         return self._now_dt().isoformat()
+
+    def now(self) -> datetime:
+        """The injected clock's time, in UTC (for callers that date what they write)."""
+        return self._now_dt()
+
+    def random_bytes(self, n: int) -> bytes:
+        """``n`` bytes from the injected randomness (session ids, tokens, file names)."""
+        return self._random(n)
 
     def _id(self, prefix: str) -> str:
         return make_id(prefix, self._random(16))
@@ -982,6 +995,11 @@ class DeviceAgent:
         """ "How do you know this?", from the record's evidence and source episodes."""
         return reading.explain(self._db, record_id, self._now_dt())
 
+    def sources(self, record_id: str) -> list[SourceView]:
+        """The source episodes of the record's current version: dated, and quoted only
+        when the record is the user's own words."""
+        return reading.sources(self._db, record_id)
+
     def due_questions(self) -> list[tuple[str, str]]:
         return reading.due_questions(self._db, self._now_dt())
 
@@ -1151,6 +1169,32 @@ class DeviceAgent:
             f"this device's copy of the memory ({what}{queued} queued change(s) never sent, "
             f"lost with the account) was wiped and {told}"
         )
+
+    # --- what the cloud knows about the account ---------------------------------------
+
+    def devices(self) -> list[DeviceStatus]:
+        """Every device of this account as the cloud knows it (``GET /v1/devices``):
+        name, enrolled, last reached the cloud, revoked, wiped. ``Offline`` when the
+        cloud cannot be reached; ``NotEnrolled`` before enrolling. Writes nothing."""
+        self._enrolled("list the account's devices")
+        with self._revocable():
+            return list(self._cloud().get("/v1/devices", DevicesResponse).devices)
+
+    def pending_forgets(self) -> list[ForgetStatus]:
+        """Forgets some device of this account has not confirmed yet
+        (``GET /v1/forgets/pending``), each with the devices still holding keys.
+        ``Offline`` when the cloud cannot be reached. Writes nothing."""
+        self._enrolled("ask which forgets are pending")
+        with self._revocable():
+            return list(self._cloud().get("/v1/forgets/pending", PendingResponse).forgets)
+
+    def _enrolled(self, what: str) -> None:
+        meta = store.get_meta(self._db)
+        if meta.credential is None:
+            raise NotEnrolled(
+                f"device {meta.device_name!r} is not enrolled; it cannot {what} "
+                "before it enrolls with a code"
+            )
 
     # --- the end of the account -----------------------------------------------------
 

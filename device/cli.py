@@ -7,19 +7,22 @@ history); the account passphrase likewise (``$MEMSYNC_ACCOUNT_PASSPHRASE`` or a
 prompt); errors print one clear line on stderr and exit 2, without a traceback;
 ``forget`` is permanent and asks for confirmation unless ``--yes``; ``export`` checks
 its output directory before asking anything and needs the account passphrase;
-``delete-account`` requires ``--yes`` and the account passphrase; every write
+``delete-account`` requires ``--yes`` and the account passphrase; ``ui`` serves the
+inspector on 127.0.0.1 only and prints its one link; every write
 prints the sentence its receipt gives; every data-printing command takes ``--json``.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import dataclasses
 import getpass
 import json
 import os
 import sys
 import threading
+import webbrowser
 from collections.abc import Callable, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
@@ -583,6 +586,23 @@ def _export(args: argparse.Namespace) -> int:
     return 0
 
 
+def _wait_for_interrupt() -> None:
+    """Serve until Ctrl-C (tests replace this to stop at once)."""
+    threading.Event().wait()
+
+
+def _ui(args: argparse.Namespace) -> int:
+    from device.ui.server import serve_ui  # the web stack only for this command
+
+    with _open(args) as agent, serve_ui(agent, port=args.port) as ui:
+        print(f"memsync inspector: {ui.url}", flush=True)
+        if not args.no_open:
+            webbrowser.open(ui.url)
+        with contextlib.suppress(KeyboardInterrupt):
+            _wait_for_interrupt()
+    return 0
+
+
 def _guard(handler: Handler) -> Handler:
     def run(args: argparse.Namespace) -> int:
         try:
@@ -758,6 +778,12 @@ def register(subparsers: Any) -> argparse.ArgumentParser:
         default=DEFAULT_WAIT,
         help=f"seconds the cloud may hold each live pull (at most {MAX_PULL_WAIT:g})",
     )
+    p = command(
+        "ui", _ui, "the inspector page, on 127.0.0.1 with a one-run token (Ctrl-C ends)",
+        json_flag=False,
+    )  # fmt: skip
+    p.add_argument("--port", type=int, default=0, help="a port on 127.0.0.1 (0: a free one)")
+    p.add_argument("--no-open", action="store_true", help="print the link, open no browser")
     return device
 
 

@@ -18,6 +18,8 @@ Invariants:
   connection errors and timeouts -> ``Offline``; an ``ErrorBody`` -> ``ServerRefused``
   (or its specific subclass for a code the device acts on, ``device.errors.refusal``);
   anything else -> ``ServerError``.
+- ``get`` is a GET with the credential (no body); the cloud answers a GET in the
+  lowest version of its range, so the answer may carry any version of this client's.
 - ``post_stream`` is the same request (same headers, negotiation and error mapping)
   for an answer read as a byte stream (an export); a success must carry the media
   type asked for, and a connection lost mid-stream is ``Offline``, never an end.
@@ -103,6 +105,19 @@ class CloudClient:
         if refusal is not None and self._negotiate(refusal):
             response = self._send(path, build(self._version), headers, timeout)
         return self._parse(path, response, response_model)
+
+    def get(self, path: str, response_model: type[ResponseT]) -> ResponseT:
+        """GET with the device credential; the answer parsed in the version it carries
+        (any of this client's range: a GET carries no version, so the cloud answers in
+        the lowest of its own)."""
+        headers = self._headers(path, auth=True)
+        del headers["content-type"]
+        try:
+            response = self._http.get(path, headers=headers)
+        except httpx.TransportError as exc:
+            raise self._offline(path, exc) from exc
+        self.closing = response.headers.get(CLOSING_HEADER)
+        return self._parse(path, response, response_model, versions=self.protocol_versions)
 
     @contextmanager
     def post_stream(
@@ -252,7 +267,12 @@ class CloudClient:
         raise refusal(error.code.value, error.message, response.status_code)
 
     def _parse(
-        self, path: str, response: httpx.Response, response_model: type[ResponseT]
+        self,
+        path: str,
+        response: httpx.Response,
+        response_model: type[ResponseT],
+        *,
+        versions: VersionRange | None = None,
     ) -> ResponseT:
         raw = self._json(path, response)
         if not response.is_success:
@@ -260,7 +280,7 @@ class CloudClient:
         if not isinstance(raw, dict):
             raise ServerError(f"POST {path}: expected a JSON object, got {type(raw).__name__}")
         try:
-            version = peek_version(raw, (self._version, self._version))
+            version = peek_version(raw, versions or (self._version, self._version))
             return parse(response_model, raw, version)
         except UnsupportedProtocolVersion as exc:
             raise ServerError(

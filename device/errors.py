@@ -295,3 +295,14 @@ class ExportDirectoryInvalid(DeviceError):
         self.path = path
         self.reason = reason
         super().__init__(f"cannot export to {path}: {reason}; nothing was asked or written")
+
+
+class InspectorRefused(DeviceError):
+    """The inspector page refused a request (bad host, no session, cross-site POST);
+    nothing was read or changed."""
+
+    def __init__(self, path: str, reason: str, *, status: int = 403) -> None:
+        self.path = path
+        self.reason = reason
+        self.status = status
+        super().__init__(f"inspector request to {path} refused: {reason}; nothing was changed")

@@ -22,7 +22,7 @@ from device import catalog, store
 from device.db import Database
 from device.errors import UnknownRecord
 from device.facts import episode_facts
-from device.views import RecordView, VersionView
+from device.views import RecordView, SourceView, VersionView
 from protocol import timeline
 from protocol.confidence import ConfidenceClass, compute
 from protocol.errors import SealError
@@ -262,6 +262,30 @@ def explain(db: Database, record_id: str, now: datetime) -> str:
         conflicts=len(live_conflicts(db, h.row)),
         superseded=is_active(db, h.row["superseded_by"]),
     )
+
+
+def sources(db: Database, record_id: str) -> list[SourceView]:
+    """The source episodes of the record's current version (none for a skeleton); their
+    words only for the user's own (said/verified) records, never for an inference."""
+    h = held_record(db, record_id)
+    if h.lifecycle is LifecycleState.FORGOTTEN or h.content is None:
+        return []
+    quotable = h.content.epistemic_state in (EpistemicState.SAID, EpistemicState.VERIFIED)
+    out = []
+    for episode_id in h.content.source_episode_ids:
+        facts = episode_facts(db, episode_id)
+        if facts is None:
+            out.append(SourceView(episode_id, None, None, None, forgotten=True))
+            continue
+        out.append(
+            SourceView(
+                episode_id,
+                _iso(facts.typed_at),
+                facts.source_kind.value,
+                facts.text if quotable else None,
+            )
+        )
+    return out
 
 
 def due_questions(db: Database, now: datetime) -> list[tuple[str, str]]:

@@ -123,6 +123,19 @@ class VersionView:
 
 
 @dataclass(frozen=True, slots=True)
+class SourceView:
+    """One source episode of a record's current version, as "how do you know this?"
+    shows it: ``text`` only when the record is the user's own words (said/verified) and
+    the episode still opens; otherwise None (an inference never quotes)."""
+
+    episode_id: str
+    typed_at: str | None
+    source_kind: str | None
+    text: str | None
+    forgotten: bool = False
+
+
+@dataclass(frozen=True, slots=True)
 class DetectedSentence:
     """One sentence of what the user typed, as the on-device detector read it."""
 

@@ -328,6 +328,27 @@ class PendingResponse(Envelope):
     forgets: list[ForgetStatus]
 
 
+# --- the account's devices -----------------------------------------------------------
+
+
+class DeviceStatus(WireModel):
+    """One device of the caller's space, as its owner sees it: when it enrolled, when it
+    last reached the cloud (a push or a pull), and whether it was revoked and wiped."""
+
+    device_id: DeviceId
+    name: str
+    enrolled_at: UtcDatetime
+    last_seen: UtcDatetime | None = None  # the wire field of GET /v1/devices
+    revoked_at: UtcDatetime | None = None
+    wiped_at: UtcDatetime | None = None
+
+
+class DevicesResponse(Envelope):
+    """``GET /v1/devices``: every device ever enrolled in the caller's space (only it)."""
+
+    devices: list[DeviceStatus]
+
+
 # --- recall (cloud retrieval over the whole space) -----------------------------------
 
 MAX_QUERY_CHARS = 4000

@@ -45,6 +45,18 @@ class DeviceRow:
 
 
 @dataclass(frozen=True, slots=True)
+class DeviceStatusRow:
+    """A device as ``GET /v1/devices`` shows it to its space's owner."""
+
+    device_id: str
+    name: str
+    enrolled_at: datetime
+    last_seen: datetime | None  # read for GET /v1/devices only
+    revoked_at: datetime | None
+    wiped_at: datetime | None
+
+
+@dataclass(frozen=True, slots=True)
 class RecordRow:
     record_id: str
     lifecycle: str
@@ -282,6 +294,7 @@ class StoreSession(Protocol):
     def revoke_device(self, space_id: str, device_id: str, at: datetime) -> bool: ...
     def mark_wiped(self, space_id: str, device_id: str, at: datetime) -> datetime | None: ...
     def devices(self, space_id: str) -> list[DeviceRow]: ...
+    def device_statuses(self, space_id: str) -> list[DeviceStatusRow]: ...
 
     # ordering
     def allocate_seq(self, space_id: str) -> int: ...

@@ -45,6 +45,7 @@ from cloud.store.base import (
     ChangeRow,
     CompactionReport,
     DeviceRow,
+    DeviceStatusRow,
     EnrollmentCodeRow,
     EpisodeRow,
     ForgetEventRow,
@@ -313,6 +314,19 @@ class SqlSession(MemoryQueries, SearchQueries, WorkQueries, ExportQueries, EndQu
             .order_by(c.enrolled_at, c.device_id)
         )
         return [DeviceRow(r[0], r[1], r[2], bytes(r[3]), r[4]) for r in rows]
+
+    def device_statuses(self, space_id: str) -> list[DeviceStatusRow]:
+        """Every device of the space with its dates, for ``GET /v1/devices`` (the one
+        reader of the liveness column: the owner sees when each device last reached the
+        cloud)."""
+        c = t.devices.c
+        seen = c.last_seen  # read for GET /v1/devices only
+        rows = self.conn.execute(
+            select(c.device_id, c.name, c.enrolled_at, seen, c.revoked_at, c.wiped_at)
+            .where(c.space_id == space_id)
+            .order_by(c.enrolled_at, c.device_id)
+        )
+        return [DeviceStatusRow(r[0], r[1], r[2], r[3], r[4], r[5]) for r in rows]
 
     def revoke_device(self, space_id: str, device_id: str, at: datetime) -> bool:
         """Revoke a device; False when it is unknown here or already revoked."""

@@ -5,8 +5,11 @@ pull, ack) through a recording transport at its one transport seam; the cloud th
 moves on (another device writes). Every captured request is sent again, byte for byte
 with the same headers, and the digest of every table of the record store and of the
 key store must be unchanged by each replay. The one column left out is
-``devices.last_seen``: a liveness timestamp no code path reads (asserted below), so a
-replay that moves it cannot change what any device is told or what the cloud decides.
+``devices.last_seen``: a liveness timestamp that nothing the cloud decides reads
+(asserted below), so a replay that moves it cannot change what any device is told or
+what the cloud decides. Its one reader is ``GET /v1/devices`` (the inspector's devices
+table): the account's owner is shown when each device last reached the cloud, and a
+replay did reach it with that device's credential, so showing it moved is the truth.
 """
 
 from __future__ import annotations
@@ -182,8 +185,10 @@ def test_a_replayed_request_changes_nothing(cloud: RunningCloud, tmp_path: Path)
 
 
 def test_the_column_left_out_of_the_digest_is_read_by_nothing() -> None:
-    """``devices.last_seen`` is only ever written; if code starts reading it, replays
-    must be shown not to move it (or it must join the digest)."""
+    """``devices.last_seen`` is only ever written, except by ``GET /v1/devices``'s store
+    query (its row and wire field carry it to the account's owner: when each device last
+    reached the cloud, which a replay did, with that credential). If any other code starts
+    reading it, replays must be shown not to move it (or it must join the digest)."""
     uses = []
     for folder in ("cloud", "protocol", "simulator", "device"):
         for source in sorted((REPO / folder).rglob("*.py")):
@@ -191,9 +196,28 @@ def test_the_column_left_out_of_the_digest_is_read_by_nothing() -> None:
                 if "last_seen" in line:
                     uses.append(f"{source.relative_to(REPO)}:{number}: {line.strip()}")
     allowed = ("values(last_seen=at)", 'Column("last_seen"', "last_seen {ts}")
+    # GET /v1/devices: its store query, the row it fills and the wire field, nothing else
+    devices_route = (
+        (
+            "cloud/store/sql.py:",
+            "seen = c.last_seen  # read for GET /v1/devices only",
+        ),
+        (
+            "cloud/store/base.py:",
+            "last_seen: datetime | None  # read for GET /v1/devices only",
+        ),
+        (
+            "protocol/messages.py:",
+            "last_seen: UtcDatetime | None = None  # the wire field of GET /v1/devices",
+        ),
+    )
     unexpected = [
         u
         for u in uses
-        if not any(a in u for a in allowed) and "protocol/consolidation/observations.py" not in u
+        if not any(a in u for a in allowed)
+        and not any(u.startswith(f) and u.endswith(line) for f, line in devices_route)
+        and "protocol/consolidation/observations.py" not in u
     ]
+    for where, line in devices_route:  # each allowance is used exactly once
+        assert sum(u.startswith(where) and u.endswith(line) for u in uses) == 1, (where, line)
     assert not unexpected, unexpected

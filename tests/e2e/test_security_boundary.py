@@ -191,6 +191,7 @@ ROUTES: dict[tuple[str, str], dict[str, Any]] = {
     ("POST", "/v1/wiped"): {},
     ("POST", "/v1/export"): {},
     ("GET", "/v1/forgets/pending"): {},
+    ("GET", "/v1/devices"): {},
     ("GET", "/v1/records/{record_id}"): {},
     ("POST", "/v1/account/delete"): {},
     ("GET", "/v1/service"): {},
@@ -283,6 +284,8 @@ def test_no_route_reaches_another_space(cloud: RunningCloud, tmp_path: Path) -> 
                     },
                 ),
                 ("GET", "/v1/forgets/pending"): http.get("/v1/forgets/pending", headers=theirs),
+                # the stranger's own devices only: never ada's phone
+                ("GET", "/v1/devices"): http.get("/v1/devices", headers=theirs),
                 ("GET", "/v1/records/{record_id}"): http.get(
                     f"/v1/records/{record}", headers=theirs
                 ),
@@ -312,6 +315,9 @@ def test_no_route_reaches_another_space(cloud: RunningCloud, tmp_path: Path) -> 
         # a device that is not revoked has no wipe to confirm, and is not marked wiped
         assert answers[("POST", "/v1/wiped")].status_code == 404
         assert "is not revoked" in answers[("POST", "/v1/wiped")].json()["message"]
+        listed = answers[("GET", "/v1/devices")].json()["devices"]
+        assert [d["name"] for d in listed] == ["stranger"]
+        assert phone.agent.device_id not in answers[("GET", "/v1/devices")].text
         receipts = json.loads(answers[("POST", "/v1/push")].text)["receipts"]
         assert [r["code"] for r in receipts] == ["unknown_record", "unknown_record"]
         # ... and ada's memory is exactly as it was

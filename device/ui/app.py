@@ -1,0 +1,763 @@
+"""The inspector's FastAPI app: server-rendered pages over one ``DeviceAgent``.
+
+Invariants:
+- Every request passes three checks, in this order, before any page or agent call:
+  the Host header is ``127.0.0.1:<port>`` or ``localhost:<port>`` (DNS rebinding),
+  the session (the run's token in ``?token=`` once, which sets the ``memsync_ui``
+  cookie, HttpOnly, SameSite=Strict, Path=/, and redirects 303 without it; then the
+  cookie), and for a POST the form field ``csrf`` equal to the session's CSRF token
+  AND an ``Origin`` (or, without one, ``Referer``) of this same origin. A failed check
+  answers 403 and nothing is read or changed.
+- Every response carries the CSP, X-Frame-Options, Referrer-Policy and Cache-Control
+  headers of ``SECURITY_HEADERS``; pages are Jinja2 templates with autoescape on and
+  no JavaScript; state changes are POST, then a 303 to a page showing the flash.
+- Concurrency: every endpoint is ``async`` and calls the agent inline, on the event
+  loop, so agent calls are serialised by the loop itself (the SQLCipher connection is
+  never used by two requests at once); nothing here runs in the threadpool.
+- The page never quotes an inference: only said/verified records are shown in quotes
+  after "you said"; every other record is prefixed by its confidence label. A
+  forgotten record is a skeleton line with no content; a corrected record's old body
+  is never rendered (``#versions`` shows dates and the receipt's sentence only).
+- Session ids and CSRF tokens come from the injected randomness; tokens are compared
+  in constant time.
+"""
+
+from __future__ import annotations
+
+import base64
+import email.parser
+import email.policy
+import hashlib
+import hmac
+import re
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+from urllib.parse import parse_qs, urlencode, urlsplit
+
+from fastapi import FastAPI, Request
+from fastapi.responses import HTMLResponse, RedirectResponse, Response
+from jinja2 import Environment, PackageLoader, select_autoescape
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+from device.agent import DeviceAgent
+from device.errors import (
+    DeviceError,
+    InspectorRefused,
+    NoCloud,
+    NotEnrolled,
+    Offline,
+    ServerError,
+    UnknownRecord,
+)
+from device.importing import looks_like_package
+from device.views import RecordView
+from protocol.errors import ProtocolError
+from protocol.ids import is_id
+from protocol.model import ContentType, LifeArea, LifecycleState
+
+COOKIE = "memsync_ui"
+SECURITY_HEADERS = {
+    "Content-Security-Policy": "default-src 'self'; form-action 'self'; frame-ancestors 'none'",
+    "X-Frame-Options": "DENY",
+    "Referrer-Policy": "no-referrer",
+    "Cache-Control": "no-store",
+}
+INVALID_LINK = "This inspector link is not valid (open the link memsync printed)"
+FORGOTTEN_SENTENCE = "Permanently forgotten; it cannot be brought back."
+NOT_YET_SENT = "Not yet sent: this device is offline; the forget is queued"
+CLOUD_UNREACHABLE = "The cloud could not be reached; everything on this device still works."
+SEARCH_LIMIT = 50
+MAX_UPLOAD_BYTES = 64 * 1024 * 1024
+QUOTED = frozenset({"said", "verified"})
+STATES = (
+    (LifecycleState.CANDIDATE.value, "Candidate"),
+    (LifecycleState.ACTIVE.value, "Active"),
+    (LifecycleState.NOT_IN_USE.value, "Not in use"),
+)
+_SAID_ON = re.compile(r"^On (\d{4}-\d{2}-\d{2}) you wrote:")
+
+RandomBytes = Callable[[int], bytes]
+
+
+# --- what a page shows of a record ------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class Shown:
+    """One record as a page shows it (never a skeleton's content, never a quoted
+    inference)."""
+
+    record_id: str
+    skeleton: bool
+    said: bool  # the user's own words: quoted and dated
+    label: str  # "On <date> you said" or the confidence label
+    text: str  # "" for a skeleton
+    badges: tuple[str, ...]
+    area: str
+    project: str | None
+    lifecycle: str
+    forgotten_on: str | None = None
+
+
+def _day(iso: str | None) -> str | None:
+    return None if not iso else iso[:10]
+
+
+def shown(view: RecordView) -> Shown:
+    area = view.life_areas[0] if view.life_areas else LifeArea.GENERAL.value
+    if view.is_skeleton:
+        return Shown(
+            view.record_id, True, False, "", "", (), area, None, view.lifecycle,
+            forgotten_on=_day(view.forgotten_at),
+        )  # fmt: skip
+    state = view.epistemic_state or ""
+    said = state in QUOTED
+    if said:
+        match = _SAID_ON.match(view.line or "")
+        day = match.group(1) if match else _day(view.recorded_at)
+        label = f"On {day} you said"
+    else:
+        confidence = view.confidence or ""
+        label = confidence if confidence and confidence != "You told me" else state.capitalize()
+    badges = [b for b in (view.content_type, state, view.confidence, view.time_kind) if b]
+    if view.valid_from:
+        badges.append(f"valid from {_day(view.valid_from)}")
+    if view.valid_until:
+        badges.append(f"valid until {_day(view.valid_until)}")
+    if view.expected_end:
+        badges.append(f"expected to end {_day(view.expected_end)}")
+    if view.conflict:
+        badges.append("Conflict")
+    if view.superseded_by:
+        badges.append("Outdated")
+    if view.lifecycle == LifecycleState.CANDIDATE.value:
+        badges.append("Candidate")
+    if view.usage_restriction:
+        badges.append(f"only for {view.usage_restriction}")
+    if view.device_only:
+        badges.append("this device only")
+    badges.append("In use" if view.in_use else "Not in use")
+    return Shown(
+        view.record_id, False, said, label, view.text or "", tuple(badges), area,
+        view.project, view.lifecycle,
+    )  # fmt: skip
+
+
+@dataclass(slots=True)
+class Group:
+    """A section of records: one life area, or one project inside it."""
+
+    key: str
+    heading: str
+    records: list[Shown] = field(default_factory=list)
+    projects: list[Group] = field(default_factory=list)
+
+
+def grouped(records: Iterable[Shown]) -> list[Group]:
+    """Records by life area (first seen first), and inside one by project."""
+    areas: dict[str, Group] = {}
+    for record in records:
+        area = areas.get(record.area)
+        if area is None:
+            area = areas[record.area] = Group(f"area-{record.area}", f"Area: {record.area}")
+        if record.project is None:
+            area.records.append(record)
+            continue
+        project = next(
+            (p for p in area.projects if p.heading == f"Project: {record.project}"), None
+        )
+        if project is None:
+            project = Group(
+                f"{area.key}-project-{len(area.projects) + 1}", f"Project: {record.project}"
+            )
+            area.projects.append(project)
+        project.records.append(record)
+    return list(areas.values())
+
+
+# --- sessions and the security checks -------------------------------------------------
+
+
+@dataclass(slots=True)
+class Session:
+    csrf: str
+    flash: str | None = None
+
+
+class Sessions:
+    """The run's sessions, in memory: a session id (the cookie) -> its CSRF token."""
+
+    def __init__(self, token: str, csrf_secret: bytes, random_bytes: RandomBytes) -> None:
+        self._token = token
+        self._secret = csrf_secret
+        self._random = random_bytes
+        self._sessions: dict[str, Session] = {}
+
+    def token_ok(self, given: str) -> bool:
+        return hmac.compare_digest(given.encode(), self._token.encode())
+
+    def new(self) -> str:
+        sid = base64.urlsafe_b64encode(self._random(32)).decode().rstrip("=")
+        csrf = hmac.new(self._secret, sid.encode(), hashlib.sha256).hexdigest()
+        self._sessions[sid] = Session(csrf)
+        return sid
+
+    def get(self, sid: str | None) -> Session | None:
+        if not sid:
+            return None
+        for known, session in self._sessions.items():
+            if hmac.compare_digest(known.encode(), sid.encode()):
+                return session
+        return None
+
+
+def _page(status: int, title: str, message: str) -> HTMLResponse:
+    body = TEMPLATES.get_template("denied.html").render(title=title, message=message)
+    return HTMLResponse(body, status_code=status)
+
+
+class Guard:
+    """ASGI middleware: the security headers on every answer, and the Host check."""
+
+    def __init__(self, app: ASGIApp, port: int | None) -> None:
+        self.app = app
+        self.port = port
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+
+        async def with_headers(message: Message) -> None:
+            if message["type"] == "http.response.start":
+                headers = [
+                    (k, v)
+                    for k, v in message.get("headers", [])
+                    if k.decode().lower() not in {h.lower() for h in SECURITY_HEADERS}
+                ]
+                headers += [(k.encode(), v.encode()) for k, v in SECURITY_HEADERS.items()]
+                message["headers"] = headers
+            await send(message)
+
+        port = self.port if self.port is not None else (scope.get("server") or ("", 0))[1]
+        host = dict(scope.get("headers") or []).get(b"host", b"").decode("latin-1")
+        if host not in (f"127.0.0.1:{port}", f"localhost:{port}"):
+            refused = _page(
+                403,
+                "Not this address",
+                f"This inspector only answers at 127.0.0.1:{port} or localhost:{port}; "
+                f"the request named host {host[:80]!r}, so nothing was read or changed.",
+            )
+            await refused(scope, receive, with_headers)
+            return
+        await self.app(scope, receive, with_headers)
+
+
+# --- forms ---------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class Upload:
+    filename: str
+    data: bytes
+
+
+async def _form(request: Request) -> dict[str, Any]:
+    """The POST's fields (urlencoded or multipart, parsed here: no extra dependency);
+    a file field becomes an ``Upload``."""
+    body = await request.body()
+    kind = request.headers.get("content-type", "")
+    if kind.startswith("multipart/form-data"):
+        if len(body) > MAX_UPLOAD_BYTES:
+            raise InspectorRefused(request.url.path, "the upload is too large", status=413)
+        raw = f"Content-Type: {kind}\r\n\r\n".encode() + body
+        message = email.parser.BytesParser(policy=email.policy.HTTP).parsebytes(raw)
+        fields: dict[str, Any] = {}
+        for part in message.iter_parts():
+            name = part.get_param("name", header="content-disposition")
+            if not isinstance(name, str):
+                continue
+            data = part.get_payload(decode=True)
+            payload = data if isinstance(data, bytes) else b""
+            filename = part.get_filename()
+            if filename is not None:
+                fields[name] = Upload(filename, payload)
+            else:
+                fields[name] = payload.decode("utf-8", "replace")
+        return fields
+    parsed = parse_qs(body.decode("utf-8", "replace"), keep_blank_values=True)
+    return {k: v[0] for k, v in parsed.items()}
+
+
+def _same_origin(request: Request) -> bool:
+    origin = f"http://{request.headers.get('host', '')}"
+    given = request.headers.get("origin")
+    if given is not None:
+        return given == origin
+    referer = request.headers.get("referer")
+    if referer is None:
+        return False
+    parts = urlsplit(referer)
+    return f"{parts.scheme}://{parts.netloc}" == origin
+
+
+def _local(path: str | None, default: str) -> str:
+    """A path on this site to go back to (never another origin)."""
+    if path and path.startswith("/") and not path.startswith("//") and "\\" not in path:
+        return path
+    return default
+
+
+# --- templates -----------------------------------------------------------------------
+
+TEMPLATES = Environment(
+    loader=PackageLoader("device.ui", "templates"),
+    autoescape=select_autoescape(default=True, default_for_string=True),
+    trim_blocks=True,
+    lstrip_blocks=True,
+)
+
+
+def create_app(
+    agent: DeviceAgent,
+    token: str,
+    *,
+    csrf_secret: bytes,
+    port: int | None = None,
+    random_bytes: RandomBytes | None = None,
+) -> FastAPI:
+    """The inspector over ``agent``. ``token`` opens a session (``?token=``);
+    ``port`` is the port the Host header must name (default: the socket's own);
+    ``random_bytes`` makes session ids (default: the agent's injected randomness)."""
+    if not token or len(csrf_secret) < 16:
+        raise ValueError("the inspector needs a token and a CSRF secret of 16+ bytes")
+    sessions = Sessions(token, csrf_secret, random_bytes or agent.random_bytes)
+    app = FastAPI(title="memsync inspector", docs_url=None, redoc_url=None, openapi_url=None)
+    static_dir = Path(__file__).parent / "static"
+
+    def denied(request: Request, message: str = INVALID_LINK) -> HTMLResponse:
+        return _page(403, "Not allowed", message)
+
+    def session_of(request: Request) -> tuple[str | None, Session | None]:
+        sid = request.cookies.get(COOKIE)
+        return sid, sessions.get(sid)
+
+    @app.middleware("http")
+    async def authenticate(request: Request, call_next: Any) -> Response:
+        given = request.query_params.get("token")
+        _sid, session = session_of(request)
+        if given is not None and request.method == "GET":
+            if session is None and not sessions.token_ok(given):
+                return denied(request)
+            rest = [(k, v) for k, v in request.query_params.multi_items() if k != "token"]
+            target = request.url.path + (f"?{urlencode(rest)}" if rest else "")
+            redirect = RedirectResponse(target, status_code=303)
+            if session is None:
+                redirect.set_cookie(
+                    COOKIE, sessions.new(), httponly=True, samesite="strict", path="/"
+                )
+            return redirect
+        if session is None:
+            return denied(request)
+        request.state.session = session
+        if request.method == "POST":
+            form = await _form(request)
+            csrf = form.get("csrf")
+            if not isinstance(csrf, str) or not hmac.compare_digest(
+                csrf.encode(), session.csrf.encode()
+            ):
+                return denied(
+                    request,
+                    "This form did not carry the inspector's CSRF token; nothing was changed.",
+                )
+            if not _same_origin(request):
+                return denied(
+                    request,
+                    "This form was sent from another site (Origin/Referer); nothing was changed.",
+                )
+            request.state.form = form
+        response: Response = await call_next(request)
+        return response
+
+    app.add_middleware(Guard, port=port)  # added last, so it runs first
+
+    @app.exception_handler(InspectorRefused)
+    async def _refused(request: Request, exc: InspectorRefused) -> Response:
+        return _page(exc.status, "Refused", str(exc))
+
+    def render(request: Request, name: str, **context: Any) -> HTMLResponse:
+        session: Session = request.state.session
+        flash, session.flash = session.flash, None
+        body = TEMPLATES.get_template(name).render(
+            csrf=session.csrf, flash=flash, path=request.url.path, **context
+        )
+        return HTMLResponse(body)
+
+    def back(request: Request, target: str, message: str) -> RedirectResponse:
+        request.state.session.flash = message
+        return RedirectResponse(target, status_code=303)
+
+    def form(request: Request) -> dict[str, Any]:
+        fields: dict[str, Any] = request.state.form
+        return fields
+
+    def views() -> list[RecordView]:
+        return agent.what_do_you_know()
+
+    def record_or_404(record_id: str) -> RecordView:
+        if is_id("rec", record_id):
+            for view in views():
+                if view.record_id == record_id:
+                    return view
+        raise InspectorRefused(
+            f"/records/{record_id[:80]}", f"record {record_id[:80]} is not held here", status=404
+        )
+
+    def act(request: Request, target: str, run: Callable[[], Any]) -> RedirectResponse:
+        """Run one agent write; the flash says what its receipt says, or why not."""
+        try:
+            result = run()
+        except (DeviceError, ProtocolError, ValueError) as exc:
+            return back(request, target, f"Not done: {exc}")
+        message = getattr(result, "message", "") or "Done."
+        return back(request, target, message)
+
+    # --- pages ---------------------------------------------------------------------
+
+    @app.get("/static/{name}")
+    async def static(name: str) -> Response:
+        path = static_dir / name
+        if "/" in name or name.startswith(".") or not path.is_file():
+            raise InspectorRefused(f"/static/{name[:80]}", "no such file", status=404)
+        return Response(path.read_bytes(), media_type="text/css; charset=utf-8")
+
+    @app.get("/")
+    async def root() -> Response:
+        return RedirectResponse("/memory", status_code=303)
+
+    @app.get("/memory")
+    async def memory(
+        request: Request, area: str = "", state: str = "", type: str = "", q: str = ""
+    ) -> Response:
+        every = views()
+        by_id = {v.record_id: v for v in every}
+        query = q.strip()
+        if query:
+            hits = agent.recall(query, SEARCH_LIMIT)
+            chosen = [by_id[h.record_id] for h in hits if h.record_id in by_id]
+        else:
+            chosen = every
+        live = [v for v in chosen if not v.is_skeleton]
+        if area:
+            live = [v for v in live if area in v.life_areas]
+        if state:
+            live = [v for v in live if v.lifecycle == state]
+        if type:
+            live = [v for v in live if v.content_type == type]
+        skeletons = [] if query else [shown(v) for v in every if v.is_skeleton]
+        return render(
+            request,
+            "memory.html",
+            title="What do you know about me?",
+            groups=grouped(shown(v) for v in live),
+            skeletons=skeletons,
+            areas=[a.value for a in LifeArea],
+            states=STATES,
+            types=[t.value for t in ContentType],
+            chosen={"area": area, "state": state, "type": type, "q": q},
+            searched=bool(query),
+        )
+
+    @app.get("/records/{record_id}")
+    async def record(request: Request, record_id: str) -> Response:
+        view = record_or_404(record_id)
+        if view.is_skeleton:
+            return RedirectResponse(f"/records/{record_id}/forgotten", status_code=303)
+        versions = []
+        for v in agent.record_history(record_id):
+            if v.current:
+                versions.append(f"Version {v.version} (current), recorded on {_day(v.recorded_at)}")
+            else:
+                day = _day(_corrected_on(v.note)) or _day(v.recorded_at)
+                versions.append(
+                    f"Version {v.version}: Corrected on {day}. "
+                    "Your correction was committed; the previous version is no longer active."
+                )
+        projects = sorted({v.project for v in views() if v.project})
+        return render(
+            request,
+            "record.html",
+            title="How do you know this?",
+            record=shown(view),
+            explanation=agent.explain(record_id),
+            sources=agent.sources(record_id),
+            versions=versions,
+            areas=[a.value for a in LifeArea],
+            projects=projects,
+            restriction=view.usage_restriction,
+        )
+
+    @app.get("/records/{record_id}/forget")
+    async def forget_page(request: Request, record_id: str) -> Response:
+        view = record_or_404(record_id)
+        if view.is_skeleton:
+            return RedirectResponse(f"/records/{record_id}/forgotten", status_code=303)
+        return render(request, "forget.html", title="Forget permanently?", record=shown(view))
+
+    @app.get("/records/{record_id}/forgotten")
+    async def forgotten(request: Request, record_id: str) -> Response:
+        view = record_or_404(record_id)
+        if not view.is_skeleton:
+            return RedirectResponse(f"/records/{record_id}", status_code=303)
+        return render(
+            request,
+            "forgotten.html",
+            title="Permanently forgotten",
+            record_id=record_id,
+            sentence=FORGOTTEN_SENTENCE,
+            pending=_pending_lines(agent, view),
+        )
+
+    @app.get("/learned")
+    async def learned(request: Request) -> Response:
+        return render(
+            request,
+            "learned.html",
+            title="Recently learned",
+            records=[shown(v) for v in agent.recently_learned()],
+        )
+
+    @app.get("/candidates")
+    async def candidates(request: Request) -> Response:
+        waiting = [(shown(v), agent.explain(v.record_id)) for v in agent.waiting_for_confirmation()]
+        return render(request, "candidates.html", title="Waiting for confirmation", waiting=waiting)
+
+    @app.get("/rules")
+    async def rules(request: Request) -> Response:
+        every = agent.rules()
+        proposed = [
+            (shown(v), agent.explain(v.record_id))
+            for v in every
+            if v.lifecycle == LifecycleState.CANDIDATE.value
+        ]
+        accepted = [shown(v) for v in every if v.lifecycle == LifecycleState.ACTIVE.value]
+        rejected = [shown(v) for v in every if v.lifecycle == LifecycleState.NOT_IN_USE.value]
+        return render(
+            request,
+            "rules.html",
+            title="Behaviour rules",
+            proposed=proposed,
+            accepted=accepted,
+            rejected=rejected,
+        )
+
+    @app.get("/settings")
+    async def settings(request: Request) -> Response:
+        devices: list[Any] = []
+        devices_note = None
+        pending: list[str] = []
+        try:
+            devices = agent.devices()
+            pending = [
+                f"{f.record_id or 'episodes of all memory'} (forgotten on "
+                f"{f.forgotten_at.date().isoformat()}): still on "
+                + ", ".join(d.device_name for d in f.pending)
+                for f in agent.pending_forgets()
+                if f.pending
+            ]
+        except (Offline, ServerError):
+            devices_note = "The cloud could not be reached, so the devices are not known now."
+        except (NotEnrolled, NoCloud):
+            devices_note = "This device is not enrolled with a cloud; it works on its own."
+        return render(
+            request,
+            "settings.html",
+            title="Devices and settings",
+            temporary=agent.temporary_mode,
+            devices=devices,
+            this_device=agent.device_id,
+            devices_note=devices_note,
+            pending=pending,
+        )
+
+    # --- actions -------------------------------------------------------------------
+
+    @app.post("/sync")
+    async def sync(request: Request) -> Response:
+        target = _local(form(request).get("next"), "/memory")
+        try:
+            report = agent.sync()
+        except (Offline, ServerError):
+            return back(request, target, CLOUD_UNREACHABLE)
+        except (DeviceError, ProtocolError) as exc:
+            return back(request, target, f"Not synced: {exc}")
+        text = (
+            f"Synced: pushed {report.pushed} change(s) (applied {report.applied}, "
+            f"refused {len(report.refused)}), pulled {report.pulled}, "
+            f"forgot {len(report.shredded)} on this device."
+        )
+        return back(request, target, text)
+
+    @app.post("/records/{record_id}/correct")
+    async def correct(request: Request, record_id: str) -> Response:
+        record_or_404(record_id)
+        text = str(form(request).get("text", "")).strip()
+        target = f"/records/{record_id}"
+        if not text:
+            return back(request, target, "Not done: type the corrected text first.")
+
+        def run() -> Any:
+            conversation = f"ui-{agent.now().date().isoformat()}"
+            agent.say(text, conversation)
+            return agent.correct(record_id, text, conversation)
+
+        return act(request, target, run)
+
+    @app.post("/records/{record_id}/dont-use")
+    async def dont_use(request: Request, record_id: str) -> Response:
+        record_or_404(record_id)
+        target = _local(form(request).get("next"), f"/records/{record_id}")
+        return act(request, target, lambda: agent.dont_use(record_id))
+
+    @app.post("/records/{record_id}/use-again")
+    async def use_again(request: Request, record_id: str) -> Response:
+        record_or_404(record_id)
+        return act(request, f"/records/{record_id}", lambda: agent.use_again(record_id))
+
+    @app.post("/records/{record_id}/restrict")
+    async def restrict(request: Request, record_id: str) -> Response:
+        record_or_404(record_id)
+        chosen = str(form(request).get("target", ""))
+        kind, _, name = chosen.partition(":")
+
+        def run() -> Any:
+            if kind == "area":
+                return agent.restrict_usage(record_id, area=LifeArea(name))
+            if kind == "project" and name:
+                return agent.restrict_usage(record_id, project=name)
+            return agent.restrict_usage(record_id)
+
+        return act(request, f"/records/{record_id}", run)
+
+    @app.post("/records/{record_id}/forget")
+    async def forget(request: Request, record_id: str) -> Response:
+        view = record_or_404(record_id)
+        if view.is_skeleton:
+            return RedirectResponse(f"/records/{record_id}/forgotten", status_code=303)
+        if form(request).get("understand") != "on":
+            return back(
+                request,
+                f"/records/{record_id}/forget",
+                "Not done: tick \u201cI understand this cannot be undone\u201d to forget it.",
+            )
+        try:
+            result = agent.forget_permanently(record_id)
+        except (DeviceError, ProtocolError) as exc:
+            return back(request, f"/records/{record_id}", f"Not done: {exc}")
+        message = result.message
+        try:
+            agent.sync()
+        except (Offline, ServerError, NotEnrolled, NoCloud):
+            message += " " + NOT_YET_SENT + "."
+        except DeviceError as exc:
+            message += f" Not sent yet: {exc}"
+        return back(request, f"/records/{record_id}/forgotten", message)
+
+    @app.post("/records/{record_id}/confirm")
+    async def confirm(request: Request, record_id: str) -> Response:
+        record_or_404(record_id)
+        target = _local(form(request).get("next"), "/candidates")
+        return act(request, target, lambda: agent.confirm(record_id))
+
+    @app.post("/rules/{record_id}/accept")
+    async def accept_rule(request: Request, record_id: str) -> Response:
+        record_or_404(record_id)
+        return act(request, "/rules", lambda: agent.accept_rule(record_id))
+
+    @app.post("/rules/{record_id}/reject")
+    async def reject_rule(request: Request, record_id: str) -> Response:
+        record_or_404(record_id)
+        return act(request, "/rules", lambda: agent.reject_rule(record_id))
+
+    @app.post("/temporary")
+    async def temporary(request: Request) -> Response:
+        on = not agent.temporary_mode
+        agent.set_temporary_mode(on)
+        text = (
+            "Temporary mode is on: nothing from now on is written."
+            if on
+            else "Temporary mode is off: what you do is kept again."
+        )
+        return back(request, "/settings", text)
+
+    @app.post("/export")
+    async def export(request: Request) -> Response:
+        fields = form(request)
+        passphrase = str(fields.get("account_passphrase", ""))
+        include = fields.get("include_sensitive") == "on"
+        out = agent.directory / "exports"
+        try:
+            out.mkdir(parents=True, exist_ok=True)
+            result = agent.export(out, passphrase, include_sensitive=include)
+        except (Offline, ServerError):
+            return back(request, "/settings", f"Not exported: {CLOUD_UNREACHABLE}")
+        except (DeviceError, ProtocolError, OSError) as exc:
+            return back(request, "/settings", f"Not exported: {exc}")
+        return back(
+            request,
+            "/settings",
+            f"Exported {result.export_id}: {result.package_path} and {result.view_path}"
+            + ("" if result.includes_sensitive else " (sensitive classes left out)"),
+        )
+
+    @app.post("/import")
+    async def import_(request: Request) -> Response:
+        upload = form(request).get("file")
+        if not isinstance(upload, Upload) or not upload.data:
+            return back(request, "/settings", "Not imported: choose a package or text file.")
+        name = Path(upload.filename).name or "upload"
+        folder = agent.directory / "imports"
+        try:
+            folder.mkdir(parents=True, exist_ok=True)
+            path = folder / f"{agent.random_bytes(4).hex()}-{name}"
+            path.write_bytes(upload.data)
+            try:
+                if looks_like_package(path):
+                    count = len(agent.import_package(path).record_ids)
+                else:
+                    count = len(agent.import_text(upload.data.decode("utf-8"), source=name))
+            finally:
+                path.unlink(missing_ok=True)
+        except (DeviceError, ProtocolError, OSError, UnicodeDecodeError) as exc:
+            return back(request, "/settings", f"Not imported: {exc}")
+        return back(
+            request,
+            "/settings",
+            f"Imported {name}: {count} candidate(s) arrived \u201cimported, not verified\u201d; "
+            "confirm them under Waiting for confirmation.",
+        )
+
+    return app
+
+
+def _corrected_on(note: str) -> str | None:
+    match = re.search(r"corrected on (\d{4}-\d{2}-\d{2})", note)
+    return match.group(1) if match else None
+
+
+def _pending_lines(agent: DeviceAgent, view: RecordView) -> Sequence[str]:
+    """Which devices still hold keys of the forgotten record (the cloud's word)."""
+    if view.sync_state == "pending":
+        return [NOT_YET_SENT]
+    try:
+        forgets = agent.pending_forgets()
+    except (Offline, ServerError, NotEnrolled, NoCloud):
+        return [NOT_YET_SENT]
+    except UnknownRecord:  # pragma: no cover - the cloud names records it held
+        return []
+    for status in forgets:
+        if status.record_id == view.record_id and status.pending:
+            return [f"{d.device_name} ({d.device_id}): not confirmed yet" for d in status.pending]
+    return ["Every device has confirmed: no device still holds its keys."]

@@ -1,0 +1,486 @@
+"""The inspector (device/ui) through its ASGI app: the session, the security checks,
+every page for a device holding every kind of record, and every action's effect.
+
+Invariants tested: no cookie/bad token/wrong Host -> 403; a POST without the CSRF
+token, with a wrong one, or from a foreign origin -> 403 and nothing changed (records
+and queued ops compared); the security headers on every answer; an inference is never
+quoted nor "you said"; a forgotten record's words and a corrected record's old body
+appear on no page (search included); every form control has a ``<label for>``.
+"""
+
+from __future__ import annotations
+
+import html
+import re
+from collections.abc import Iterator
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from html.parser import HTMLParser
+from pathlib import Path
+from typing import Any
+
+import pytest
+from fastapi.testclient import TestClient
+
+from device.agent import DeviceAgent
+from device.ui.app import COOKIE, INVALID_LINK, SECURITY_HEADERS, create_app
+from protocol.model import (
+    EpistemicState,
+    Evidence,
+    Layer,
+    LifeArea,
+    Observation,
+    RecordContent,
+    Sensitivity,
+    SourceKind,
+)
+from tests.device.conftest import MakeAgent
+
+PORT = 8765
+BASE = f"http://127.0.0.1:{PORT}"
+TOKEN = "t" * 43
+T0 = datetime(2026, 3, 1, 9, 30, tzinfo=UTC)
+
+SAID = "I live in Lisbon."
+OLD_BODY = "My favorite number is 7."
+NEW_BODY = "My favorite number is 8."
+INFERRED = "Probably enjoys jazz on weekends."
+SECRET = "My door code is 4411."
+SENSITIVE = "Has a knee problem."
+IMPORTED = "I like green tea."
+RULE = "Keep answers short in the morning."
+PAGES = ["/memory", "/learned", "/candidates", "/rules", "/settings"]
+
+
+def _observed(episode: str, text: str, **kw: Any) -> RecordContent:
+    evidence = Evidence(
+        observations=[
+            Observation(source_id=f"s{i}", source_kind=SourceKind.USER_BEHAVIOUR, at=T0)
+            for i in range(3)
+        ]
+    )
+    fields: dict[str, Any] = {
+        "text": text,
+        "epistemic_state": EpistemicState.INFERRED,
+        "source_episode_ids": [episode],
+        "source_kind": SourceKind.USER_BEHAVIOUR,
+        "evidence": evidence,
+        "life_areas": [LifeArea.LEISURE],
+    }
+    return RecordContent(**{**fields, **kw})
+
+
+@dataclass
+class Held:
+    agent: DeviceAgent
+    said: str
+    corrected: str
+    inferred: str
+    forgotten: str
+    sensitive: str
+    imported: str
+    rule: str
+
+
+def _device(make_agent: MakeAgent) -> Held:
+    agent = make_agent()
+    agent.say(SAID, "c1")
+    said = agent.remember(SAID, "c1", life_areas=[LifeArea.HOME]).record_id
+    agent.set_project("numbers", open=True)
+    agent.say(OLD_BODY, "c2")
+    corrected = agent.remember(OLD_BODY, "c2", project="numbers").record_id
+    agent.say(NEW_BODY, "c3")
+    agent.correct(corrected, NEW_BODY, "c3")
+    episode = agent.say("Play some music.", "c4")
+    inferred = agent.infer(_observed(episode, INFERRED)).record_id
+    agent.say(SECRET, "c5")
+    forgotten = agent.remember(SECRET, "c5").record_id
+    agent.forget_permanently(forgotten)
+    knee = agent.say("My knee has been hurting.", "c6")
+    sensitive = agent.infer(
+        _observed(knee, SENSITIVE, sensitivity=Sensitivity.HEALTH, life_areas=[LifeArea.HEALTH])
+    ).record_id
+    [imported] = [r.record_id for r in agent.import_text(IMPORTED, source="notes.txt")]
+    rule = agent.infer(_observed(episode, RULE, layer=Layer.BEHAVIOUR_RULE)).record_id
+    return Held(agent, said, corrected, inferred, forgotten, sensitive, imported, rule)
+
+
+@pytest.fixture
+def held(make_agent: MakeAgent) -> Held:
+    return _device(make_agent)
+
+
+def _client(agent: DeviceAgent) -> TestClient:
+    app = create_app(agent, TOKEN, csrf_secret=b"s" * 32, port=PORT)
+    return TestClient(app, base_url=BASE, follow_redirects=False)
+
+
+@pytest.fixture
+def client(held: Held) -> Iterator[TestClient]:
+    with _client(held.agent) as c:
+        opened = c.get(f"/?token={TOKEN}")
+        assert opened.status_code == 303
+        yield c
+
+
+def _csrf(client: TestClient, page: str = "/settings") -> str:
+    found = re.search(r'name="csrf" value="([^"]+)"', client.get(page).text)
+    assert found is not None
+    return found.group(1)
+
+
+def _post(client: TestClient, path: str, data: dict[str, str] | None = None, **kw: Any) -> Any:
+    body = {"csrf": _csrf(client), **(data or {})}
+    return client.post(path, data=body, headers={"Origin": BASE}, **kw)
+
+
+def _follow(client: TestClient, answer: Any) -> str:
+    assert answer.status_code == 303, answer.text
+    page = client.get(answer.headers["location"])
+    assert page.status_code == 200, page.text
+    text: str = html.unescape(page.text)
+    return text
+
+
+def _state(agent: DeviceAgent) -> tuple[Any, ...]:
+    views = tuple((v.record_id, v.lifecycle, v.version, v.usage_restriction) for v in
+                  agent.what_do_you_know())  # fmt: skip
+    return views, agent.pending_ops(), agent.temporary_mode
+
+
+def _flash(page: str) -> str:
+    found = re.search(r'<p role="status" id="flash">(.*?)</p>', page, re.S)
+    assert found is not None, page[:500]
+    return html.unescape(found.group(1))
+
+
+# --- the session ---------------------------------------------------------------------
+
+
+def test_the_token_sets_a_strict_cookie_and_redirects_without_it(held: Held) -> None:
+    with _client(held.agent) as c:
+        answer = c.get(f"/memory?token={TOKEN}&area=home")
+        assert answer.status_code == 303
+        assert answer.headers["location"] == "/memory?area=home"
+        cookie = answer.headers["set-cookie"]
+        assert cookie.startswith(f"{COOKIE}=")
+        assert "HttpOnly" in cookie and "SameSite=strict" in cookie and "Path=/" in cookie
+        assert TOKEN not in cookie
+        page = c.get("/memory?area=home")
+        assert page.status_code == 200 and "<h1>What do you know about me?</h1>" in page.text
+        assert c.get("/").headers["location"] == "/memory"
+
+
+@pytest.mark.parametrize("path", ["/memory", "/settings", "/static/style.css", "/"])
+def test_no_cookie_or_a_bad_token_is_403(held: Held, path: str) -> None:
+    with _client(held.agent) as c:
+        for answer in (c.get(path), c.get(f"{path}?token=wrong"), c.post("/sync", data={})):
+            assert answer.status_code == 403
+            assert INVALID_LINK in answer.text
+            assert "set-cookie" not in answer.headers
+        c.cookies.set(COOKIE, "made-up-session")
+        assert c.get(path).status_code == 403
+
+
+@pytest.mark.parametrize(
+    "host", ["evil.example", f"evil.example:{PORT}", "127.0.0.1:1", f"127.0.0.2:{PORT}", ""]
+)
+def test_a_foreign_host_is_403_even_with_the_token(held: Held, host: str) -> None:
+    with _client(held.agent) as c:
+        answer = c.get(f"/memory?token={TOKEN}", headers={"Host": host})
+        assert answer.status_code == 403 and "set-cookie" not in answer.headers
+        assert (
+            c.get(f"/memory?token={TOKEN}", headers={"Host": f"localhost:{PORT}"}).status_code
+            == 303
+        )
+
+
+def test_security_headers_on_every_answer(client: TestClient) -> None:
+    answers = [client.get(p) for p in [*PAGES, "/static/style.css", "/records/rec_nothing"]]
+    answers.append(client.get("/memory", headers={"Host": "evil.example"}))
+    answers.append(client.post("/sync", data={"csrf": "x"}))
+    with TestClient(client.app, base_url=BASE) as fresh:
+        answers.append(fresh.get("/memory"))
+    for answer in answers:
+        for name, value in SECURITY_HEADERS.items():
+            assert answer.headers[name] == value, (answer.url, name)
+    assert "script" not in "".join(a.text for a in answers).lower()
+
+
+# --- CSRF: refused, and nothing changed ------------------------------------------------
+
+
+def _actions(h: Held) -> list[tuple[str, dict[str, str]]]:
+    return [
+        ("/sync", {}),
+        (f"/records/{h.said}/correct", {"text": "I live in Porto."}),
+        (f"/records/{h.said}/dont-use", {}),
+        (f"/records/{h.said}/restrict", {"target": "area:work"}),
+        (f"/records/{h.said}/forget", {"understand": "on"}),
+        (f"/records/{h.sensitive}/confirm", {}),
+        (f"/rules/{h.rule}/accept", {}),
+        (f"/rules/{h.rule}/reject", {}),
+        ("/temporary", {}),
+        ("/export", {"account_passphrase": "x", "include_sensitive": "on"}),
+    ]
+
+
+def test_a_post_without_the_csrf_token_or_from_elsewhere_changes_nothing(
+    held: Held, client: TestClient
+) -> None:
+    token = _csrf(client)
+    before = _state(held.agent)
+    for path, data in _actions(held):
+        attempts = [
+            client.post(path, data=data, headers={"Origin": BASE}),
+            client.post(path, data={**data, "csrf": "0" * 64}, headers={"Origin": BASE}),
+            client.post(
+                path, data={**data, "csrf": token}, headers={"Origin": "http://evil.example"}
+            ),
+            client.post(path, data={**data, "csrf": token}, headers={"Origin": "null"}),
+            client.post(path, data={**data, "csrf": token}),  # neither Origin nor Referer
+            client.post(
+                path,
+                data={**data, "csrf": token},
+                headers={"Referer": f"http://evil.example:{PORT}/memory"},
+            ),
+        ]
+        for answer in attempts:
+            assert answer.status_code == 403, (path, answer.status_code)
+        assert _state(held.agent) == before, path
+    assert not (held.agent.directory / "exports").exists()
+    # a Referer of this origin is enough when Origin is absent
+    ok = client.post(
+        f"/records/{held.said}/dont-use", data={"csrf": token}, headers={"Referer": f"{BASE}/x"}
+    )
+    assert ok.status_code == 303
+
+
+# --- every page, for every kind of record --------------------------------------------
+
+
+class Controls(HTMLParser):
+    """The form controls of a page and the ``for`` of its labels."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.controls: list[dict[str, str | None]] = []
+        self.labels: set[str] = set()
+        self.buttons: list[str] = []
+        self._button: list[str] | None = None
+        self.lang: str | None = None
+
+    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        a = dict(attrs)
+        if tag == "html":
+            self.lang = a.get("lang")
+        if tag in ("input", "select", "textarea") and a.get("type") != "hidden":
+            self.controls.append(a)
+        if tag == "label" and a.get("for"):
+            self.labels.add(str(a["for"]))
+        if tag == "button":
+            self._button = []
+
+    def handle_data(self, data: str) -> None:
+        if self._button is not None:
+            self._button.append(data)
+
+    def handle_endtag(self, tag: str) -> None:
+        if tag == "button" and self._button is not None:
+            self.buttons.append("".join(self._button).strip())
+            self._button = None
+
+
+def _all_pages(h: Held) -> list[str]:
+    paths = [*PAGES, "/memory?q=number", "/memory?q=lisbon", "/memory?q=door+code"]
+    paths += ["/memory?q=jazz", "/memory?area=home&state=active&type=personal_fact"]
+    for record in (h.said, h.corrected, h.inferred, h.sensitive, h.imported, h.rule):
+        paths += [f"/records/{record}", f"/records/{record}/forget"]
+    paths.append(f"/records/{h.forgotten}/forgotten")
+    return paths
+
+
+def test_every_page_renders_labels_every_control_and_names_itself(
+    held: Held, client: TestClient
+) -> None:
+    for path in _all_pages(held):
+        page = client.get(path)
+        assert page.status_code == 200, (path, page.text[:300])
+        parsed = Controls()
+        parsed.feed(page.text)
+        assert parsed.lang == "en"
+        for control in parsed.controls:
+            assert control.get("id") in parsed.labels, (path, control)
+        assert all(parsed.buttons), path
+        assert '<nav aria-label="Inspector">' in page.text
+        for name, href in (
+            ("What do you know about me?", "/memory"),
+            ("Recently learned", "/learned"),
+            ("Waiting for confirmation", "/candidates"),
+            ("Behaviour rules", "/rules"),
+            ("Devices and settings", "/settings"),
+        ):
+            assert re.search(rf'<a href="{href}"[^>]*>{re.escape(name)}</a>', page.text), path
+        assert "Sync now" in parsed.buttons
+        assert page.text.count("<h1>") == 1
+
+
+def test_no_page_quotes_an_inference_or_shows_forgotten_or_old_words(
+    held: Held, client: TestClient
+) -> None:
+    texts = {path: html.unescape(client.get(path).text) for path in _all_pages(held)}
+    for path, text in texts.items():
+        assert SECRET not in text and "4411" not in text, path
+        assert OLD_BODY not in text and "is 7" not in text, path
+        for inference in (INFERRED, SENSITIVE, RULE):
+            for before in ("\u201c", '"', "'", "you said: ", "you wrote: "):
+                assert before + inference not in text, (path, before, inference)
+    memory = texts["/memory"]
+    assert f"you said: \u201c{SAID}\u201d" in memory
+    assert f"I think so: {INFERRED}" in memory
+    assert re.search(r"On \d{4}-\d{2}-\d{2} you said: \u201c" + re.escape(SAID), memory)
+    assert f'data-record-id="{held.forgotten}"' in memory and "Permanently forgotten" in memory
+    assert "Area: home" in memory and "Project: numbers" in memory
+    for badge in ("personal_fact", "said", "You told me", "inferred", "I think so", "In use"):
+        assert f'<span class="badge">{badge}</span>' in memory
+    assert '<span class="badge">Not in use</span>' in memory  # candidates
+    assert 'href="/records/' in memory and "How do you know this?" in memory
+    corrected = texts[f"/records/{held.corrected}"]
+    assert NEW_BODY in corrected and "Corrected on 2026-03-01" in corrected
+    assert "the previous version is no longer active" in corrected
+    assert 'id="explanation"' in corrected and 'id="sources"' in corrected
+    candidates = texts["/candidates"]
+    for record in (held.sensitive, held.imported):
+        assert f'data-record-id="{record}"' in candidates
+    assert "Imported, not verified" in candidates
+    rules = texts["/rules"]
+    assert f'data-record-id="{held.rule}"' in rules and ">Accept</button>" in rules
+    # search lists the retrieval pipeline's hits, only them
+    searched = texts["/memory?q=lisbon"]
+    assert f'data-record-id="{held.said}"' in searched
+    assert f'data-record-id="{held.inferred}"' not in searched
+
+
+def test_an_unknown_record_is_404_and_a_skeleton_goes_to_its_forgotten_page(
+    held: Held, client: TestClient
+) -> None:
+    assert client.get("/records/rec_unknown").status_code == 404
+    answer = client.get(f"/records/{held.forgotten}")
+    assert answer.headers["location"] == f"/records/{held.forgotten}/forgotten"
+    page = client.get(answer.headers["location"]).text
+    assert "Permanently forgotten; it cannot be brought back." in page
+    assert '<ul id="pending">' in page
+    assert "Not yet sent: this device is offline; the forget is queued" in page
+
+
+# --- every action: the same effect as the agent call ----------------------------------
+
+
+def test_correct_logs_the_words_then_corrects(held: Held, client: TestClient) -> None:
+    page = _follow(
+        client, _post(client, f"/records/{held.said}/correct", {"text": "I live in Porto."})
+    )
+    assert (
+        _flash(page) == "Your correction was committed; the previous version is no longer active."
+    )
+    view = {v.record_id: v for v in held.agent.what_do_you_know()}[held.said]
+    assert (view.text, view.version, view.epistemic_state) == ("I live in Porto.", 2, "said")
+    assert SAID not in html.unescape(client.get(f"/records/{held.said}").text)
+    refused = _follow(client, _post(client, f"/records/{held.said}/correct", {"text": "  "}))
+    assert _flash(refused).startswith("Not done")
+
+
+def test_dont_use_use_again_and_restrict(held: Held, client: TestClient) -> None:
+    page = _follow(client, _post(client, f"/records/{held.said}/dont-use"))
+    assert _flash(page) == "I still know it, but I won't use it. You can undo this."
+    assert ">Use again</button>" in page
+    assert held.agent.recall("Lisbon") == []
+    page = _follow(client, _post(client, f"/records/{held.said}/use-again"))
+    assert _flash(page) == "I'll use it again."
+    assert [h.record_id for h in held.agent.recall("Lisbon")] == [held.said]
+    page = _follow(client, _post(client, f"/records/{held.said}/restrict", {"target": "area:work"}))
+    assert _flash(page) == "I'll only use it where you said."
+    view = {v.record_id: v for v in held.agent.what_do_you_know()}[held.said]
+    assert view.usage_restriction is not None and "work" in view.usage_restriction
+    page = _follow(client, _post(client, f"/records/{held.said}/restrict", {"target": ""}))
+    assert _flash(page) == "I'll use it wherever it helps again."
+
+
+def test_forget_needs_the_checkbox_then_shows_the_forgotten_page(
+    held: Held, client: TestClient
+) -> None:
+    form = client.get(f"/records/{held.said}/forget").text
+    assert "This cannot be undone" in form and "I understand this cannot be undone" in form
+    assert ">Forget permanently</button>" in form and ">Cancel</a>" in form
+    page = _follow(client, _post(client, f"/records/{held.said}/forget"))
+    assert "Not done" in _flash(page)
+    assert {v.record_id: v for v in held.agent.what_do_you_know()}[held.said].lifecycle == "active"
+    answer = _post(client, f"/records/{held.said}/forget", {"understand": "on"})
+    assert answer.headers["location"] == f"/records/{held.said}/forgotten"
+    page = _follow(client, answer)
+    assert "Permanently forgotten; it cannot be brought back." in page
+    assert "Not yet sent: this device is offline; the forget is queued" in page
+    view = {v.record_id: v for v in held.agent.what_do_you_know()}[held.said]
+    assert view.is_skeleton
+    for path in _all_pages(held):
+        assert SAID not in client.get(path).text, path
+
+
+def test_confirm_and_rules(held: Held, client: TestClient) -> None:
+    page = _follow(
+        client, _post(client, f"/records/{held.sensitive}/confirm", {"next": "/candidates"})
+    )
+    assert _flash(page) == "Confirmed; it is now active."
+    assert f'data-record-id="{held.sensitive}"' not in page
+    page = _follow(client, _post(client, f"/rules/{held.rule}/accept"))
+    assert _flash(page) == "Confirmed; it is now active."
+    assert [v.lifecycle for v in held.agent.rules()] == ["active"]
+    page = _follow(client, _post(client, f"/rules/{held.rule}/reject"))
+    assert [v.lifecycle for v in held.agent.rules()] == ["not_in_use"]
+    page = _follow(client, _post(client, f"/rules/{held.said}/accept"))
+    assert _flash(page).startswith("Not done") and held.said in _flash(page)
+
+
+def test_temporary_mode_blocks_writes_and_turns_off(held: Held, client: TestClient) -> None:
+    page = _follow(client, _post(client, "/temporary"))
+    assert held.agent.temporary_mode and ">Turn temporary mode off</button>" in page
+    before = _state(held.agent)
+    page = _follow(client, _post(client, f"/records/{held.said}/dont-use"))
+    assert _flash(page).startswith("Not done") and _state(held.agent) == before
+    page = _follow(client, _post(client, "/temporary"))
+    assert not held.agent.temporary_mode and ">Turn temporary mode on</button>" in page
+
+
+def test_sync_offline_says_so(held: Held, client: TestClient) -> None:
+    page = _follow(client, _post(client, "/sync", {"next": "/rules"}))
+    assert "<h1>Behaviour rules</h1>" in page and "enrolled" in _flash(page)
+    settings = client.get("/settings").text
+    assert (
+        '<table id="devices">' in settings
+        and "<caption>Devices of this account</caption>" in settings
+    )
+    assert "not enrolled" in settings and 'id="pending-forgets"' in settings
+
+
+def test_import_arrives_as_candidates(held: Held, client: TestClient, tmp_path: Path) -> None:
+    before = {v.record_id for v in held.agent.what_do_you_know()}
+    answer = client.post(
+        "/import",
+        data={"csrf": _csrf(client)},
+        files={"file": ("more.txt", b"I collect stamps.", "text/plain")},
+        headers={"Origin": BASE},
+    )
+    page = _follow(client, answer)
+    assert "1 candidate(s) arrived" in _flash(page) and "imported, not verified" in _flash(page)
+    new = [v for v in held.agent.what_do_you_know() if v.record_id not in before]
+    assert [(v.lifecycle, v.text, v.confidence) for v in new] == [
+        ("candidate", "I collect stamps.", "Imported, not verified")
+    ]
+    assert list((held.agent.directory / "imports").iterdir()) == []
+
+
+def test_export_without_a_cloud_is_refused_by_name(held: Held, client: TestClient) -> None:
+    page = _follow(
+        client, _post(client, "/export", {"account_passphrase": "pw", "include_sensitive": "on"})
+    )
+    assert _flash(page).startswith("Not exported")
