@@ -61,7 +61,10 @@ COOKIE = "memsync_ui"
 SECURITY_HEADERS = {
     "Content-Security-Policy": "default-src 'self'; form-action 'self'; frame-ancestors 'none'",
     "X-Frame-Options": "DENY",
-    "Referrer-Policy": "no-referrer",
+    # same-origin, not no-referrer: under no-referrer a browser sends `Origin: null` with
+    # every form POST (Fetch, "serializing a request origin"), and the CSRF check needs
+    # the real origin; no referrer ever leaves for another site either way
+    "Referrer-Policy": "same-origin",
     "Cache-Control": "no-store",
 }
 INVALID_LINK = "This inspector link is not valid (open the link memsync printed)"
