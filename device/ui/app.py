@@ -1,4 +1,6 @@
-"""The inspector's FastAPI app: server-rendered pages over one ``DeviceAgent``.
+"""The inspector's FastAPI app: server-rendered pages over one ``DeviceAgent`` (the
+checks are ``device.ui.guard``, forms ``device.ui.forms``, record lines
+``device.ui.presenting``, templates ``device.ui.rendering``).
 
 Invariants:
 - Every request passes three checks, in this order, before any page or agent call:
@@ -24,22 +26,15 @@ Invariants:
 
 from __future__ import annotations
 
-import base64
-import email.parser
-import email.policy
-import hashlib
 import hmac
 import re
-from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
-from urllib.parse import parse_qs, urlencode, urlsplit
+from urllib.parse import urlencode
 
 from fastapi import FastAPI, Request
 from fastapi.responses import HTMLResponse, RedirectResponse, Response
-from jinja2 import Environment, PackageLoader, select_autoescape
-from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from device.agent import DeviceAgent
 from device.errors import (
@@ -52,275 +47,28 @@ from device.errors import (
     UnknownRecord,
 )
 from device.importing import looks_like_package
+from device.ui.forms import Upload, read_form
+from device.ui.guard import (
+    COOKIE,
+    INVALID_LINK,
+    Guard,
+    RandomBytes,
+    Session,
+    Sessions,
+    local_path,
+    same_origin,
+)
+from device.ui.presenting import STATES, day_of, grouped, shown
+from device.ui.rendering import TEMPLATES, page
 from device.views import RecordView
 from protocol.errors import ProtocolError
 from protocol.ids import is_id
 from protocol.model import ContentType, LifeArea, LifecycleState
 
-COOKIE = "memsync_ui"
-SECURITY_HEADERS = {
-    "Content-Security-Policy": "default-src 'self'; form-action 'self'; frame-ancestors 'none'",
-    "X-Frame-Options": "DENY",
-    # same-origin, not no-referrer: under no-referrer a browser sends `Origin: null` with
-    # every form POST (Fetch, "serializing a request origin"), and the CSRF check needs
-    # the real origin; no referrer ever leaves for another site either way
-    "Referrer-Policy": "same-origin",
-    "Cache-Control": "no-store",
-}
-INVALID_LINK = "This inspector link is not valid (open the link memsync printed)"
 FORGOTTEN_SENTENCE = "Permanently forgotten; it cannot be brought back."
 NOT_YET_SENT = "Not yet sent: this device is offline; the forget is queued"
 CLOUD_UNREACHABLE = "The cloud could not be reached; everything on this device still works."
 SEARCH_LIMIT = 50
-MAX_UPLOAD_BYTES = 64 * 1024 * 1024
-QUOTED = frozenset({"said", "verified"})
-STATES = (
-    (LifecycleState.CANDIDATE.value, "Candidate"),
-    (LifecycleState.ACTIVE.value, "Active"),
-    (LifecycleState.NOT_IN_USE.value, "Not in use"),
-)
-_SAID_ON = re.compile(r"^On (\d{4}-\d{2}-\d{2}) you wrote:")
-
-RandomBytes = Callable[[int], bytes]
-
-
-# --- what a page shows of a record ------------------------------------------------------
-
-
-@dataclass(frozen=True, slots=True)
-class Shown:
-    """One record as a page shows it (never a skeleton's content, never a quoted
-    inference)."""
-
-    record_id: str
-    skeleton: bool
-    said: bool  # the user's own words: quoted and dated
-    label: str  # "On <date> you said" or the confidence label
-    text: str  # "" for a skeleton
-    badges: tuple[str, ...]
-    area: str
-    project: str | None
-    lifecycle: str
-    forgotten_on: str | None = None
-
-
-def _day(iso: str | None) -> str | None:
-    return None if not iso else iso[:10]
-
-
-def shown(view: RecordView) -> Shown:
-    area = view.life_areas[0] if view.life_areas else LifeArea.GENERAL.value
-    if view.is_skeleton:
-        return Shown(
-            view.record_id, True, False, "", "", (), area, None, view.lifecycle,
-            forgotten_on=_day(view.forgotten_at),
-        )  # fmt: skip
-    state = view.epistemic_state or ""
-    said = state in QUOTED
-    if said:
-        match = _SAID_ON.match(view.line or "")
-        day = match.group(1) if match else _day(view.recorded_at)
-        label = f"On {day} you said"
-    else:
-        confidence = view.confidence or ""
-        label = confidence if confidence and confidence != "You told me" else state.capitalize()
-    badges = [b for b in (view.content_type, state, view.confidence, view.time_kind) if b]
-    if view.valid_from:
-        badges.append(f"valid from {_day(view.valid_from)}")
-    if view.valid_until:
-        badges.append(f"valid until {_day(view.valid_until)}")
-    if view.expected_end:
-        badges.append(f"expected to end {_day(view.expected_end)}")
-    if view.conflict:
-        badges.append("Conflict")
-    if view.superseded_by:
-        badges.append("Outdated")
-    if view.lifecycle == LifecycleState.CANDIDATE.value:
-        badges.append("Candidate")
-    if view.usage_restriction:
-        badges.append(f"only for {view.usage_restriction}")
-    if view.device_only:
-        badges.append("this device only")
-    badges.append("In use" if view.in_use else "Not in use")
-    return Shown(
-        view.record_id, False, said, label, view.text or "", tuple(badges), area,
-        view.project, view.lifecycle,
-    )  # fmt: skip
-
-
-@dataclass(slots=True)
-class Group:
-    """A section of records: one life area, or one project inside it."""
-
-    key: str
-    heading: str
-    records: list[Shown] = field(default_factory=list)
-    projects: list[Group] = field(default_factory=list)
-
-
-def grouped(records: Iterable[Shown]) -> list[Group]:
-    """Records by life area (first seen first), and inside one by project."""
-    areas: dict[str, Group] = {}
-    for record in records:
-        area = areas.get(record.area)
-        if area is None:
-            area = areas[record.area] = Group(f"area-{record.area}", f"Area: {record.area}")
-        if record.project is None:
-            area.records.append(record)
-            continue
-        project = next(
-            (p for p in area.projects if p.heading == f"Project: {record.project}"), None
-        )
-        if project is None:
-            project = Group(
-                f"{area.key}-project-{len(area.projects) + 1}", f"Project: {record.project}"
-            )
-            area.projects.append(project)
-        project.records.append(record)
-    return list(areas.values())
-
-
-# --- sessions and the security checks -------------------------------------------------
-
-
-@dataclass(slots=True)
-class Session:
-    csrf: str
-    flash: str | None = None
-
-
-class Sessions:
-    """The run's sessions, in memory: a session id (the cookie) -> its CSRF token."""
-
-    def __init__(self, token: str, csrf_secret: bytes, random_bytes: RandomBytes) -> None:
-        self._token = token
-        self._secret = csrf_secret
-        self._random = random_bytes
-        self._sessions: dict[str, Session] = {}
-
-    def token_ok(self, given: str) -> bool:
-        return hmac.compare_digest(given.encode(), self._token.encode())
-
-    def new(self) -> str:
-        sid = base64.urlsafe_b64encode(self._random(32)).decode().rstrip("=")
-        csrf = hmac.new(self._secret, sid.encode(), hashlib.sha256).hexdigest()
-        self._sessions[sid] = Session(csrf)
-        return sid
-
-    def get(self, sid: str | None) -> Session | None:
-        if not sid:
-            return None
-        for known, session in self._sessions.items():
-            if hmac.compare_digest(known.encode(), sid.encode()):
-                return session
-        return None
-
-
-def _page(status: int, title: str, message: str) -> HTMLResponse:
-    body = TEMPLATES.get_template("denied.html").render(title=title, message=message)
-    return HTMLResponse(body, status_code=status)
-
-
-class Guard:
-    """ASGI middleware: the security headers on every answer, and the Host check."""
-
-    def __init__(self, app: ASGIApp, port: int | None) -> None:
-        self.app = app
-        self.port = port
-
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http":
-            await self.app(scope, receive, send)
-            return
-
-        async def with_headers(message: Message) -> None:
-            if message["type"] == "http.response.start":
-                headers = [
-                    (k, v)
-                    for k, v in message.get("headers", [])
-                    if k.decode().lower() not in {h.lower() for h in SECURITY_HEADERS}
-                ]
-                headers += [(k.encode(), v.encode()) for k, v in SECURITY_HEADERS.items()]
-                message["headers"] = headers
-            await send(message)
-
-        port = self.port if self.port is not None else (scope.get("server") or ("", 0))[1]
-        host = dict(scope.get("headers") or []).get(b"host", b"").decode("latin-1")
-        if host not in (f"127.0.0.1:{port}", f"localhost:{port}"):
-            refused = _page(
-                403,
-                "Not this address",
-                f"This inspector only answers at 127.0.0.1:{port} or localhost:{port}; "
-                f"the request named host {host[:80]!r}, so nothing was read or changed.",
-            )
-            await refused(scope, receive, with_headers)
-            return
-        await self.app(scope, receive, with_headers)
-
-
-# --- forms ---------------------------------------------------------------------------
-
-
-@dataclass(frozen=True, slots=True)
-class Upload:
-    filename: str
-    data: bytes
-
-
-async def _form(request: Request) -> dict[str, Any]:
-    """The POST's fields (urlencoded or multipart, parsed here: no extra dependency);
-    a file field becomes an ``Upload``."""
-    body = await request.body()
-    kind = request.headers.get("content-type", "")
-    if kind.startswith("multipart/form-data"):
-        if len(body) > MAX_UPLOAD_BYTES:
-            raise InspectorRefused(request.url.path, "the upload is too large", status=413)
-        raw = f"Content-Type: {kind}\r\n\r\n".encode() + body
-        message = email.parser.BytesParser(policy=email.policy.HTTP).parsebytes(raw)
-        fields: dict[str, Any] = {}
-        for part in message.iter_parts():
-            name = part.get_param("name", header="content-disposition")
-            if not isinstance(name, str):
-                continue
-            data = part.get_payload(decode=True)
-            payload = data if isinstance(data, bytes) else b""
-            filename = part.get_filename()
-            if filename is not None:
-                fields[name] = Upload(filename, payload)
-            else:
-                fields[name] = payload.decode("utf-8", "replace")
-        return fields
-    parsed = parse_qs(body.decode("utf-8", "replace"), keep_blank_values=True)
-    return {k: v[0] for k, v in parsed.items()}
-
-
-def _same_origin(request: Request) -> bool:
-    origin = f"http://{request.headers.get('host', '')}"
-    given = request.headers.get("origin")
-    if given is not None:
-        return given == origin
-    referer = request.headers.get("referer")
-    if referer is None:
-        return False
-    parts = urlsplit(referer)
-    return f"{parts.scheme}://{parts.netloc}" == origin
-
-
-def _local(path: str | None, default: str) -> str:
-    """A path on this site to go back to (never another origin)."""
-    if path and path.startswith("/") and not path.startswith("//") and "\\" not in path:
-        return path
-    return default
-
-
-# --- templates -----------------------------------------------------------------------
-
-TEMPLATES = Environment(
-    loader=PackageLoader("device.ui", "templates"),
-    autoescape=select_autoescape(default=True, default_for_string=True),
-    trim_blocks=True,
-    lstrip_blocks=True,
-)
 
 
 def create_app(
@@ -341,7 +89,7 @@ def create_app(
     static_dir = Path(__file__).parent / "static"
 
     def denied(request: Request, message: str = INVALID_LINK) -> HTMLResponse:
-        return _page(403, "Not allowed", message)
+        return page(403, "Not allowed", message)
 
     def session_of(request: Request) -> tuple[str | None, Session | None]:
         sid = request.cookies.get(COOKIE)
@@ -366,7 +114,7 @@ def create_app(
             return denied(request)
         request.state.session = session
         if request.method == "POST":
-            form = await _form(request)
+            form = await read_form(request)
             csrf = form.get("csrf")
             if not isinstance(csrf, str) or not hmac.compare_digest(
                 csrf.encode(), session.csrf.encode()
@@ -375,7 +123,7 @@ def create_app(
                     request,
                     "This form did not carry the inspector's CSRF token; nothing was changed.",
                 )
-            if not _same_origin(request):
+            if not same_origin(request):
                 return denied(
                     request,
                     "This form was sent from another site (Origin/Referer); nothing was changed.",
@@ -388,7 +136,7 @@ def create_app(
 
     @app.exception_handler(InspectorRefused)
     async def _refused(request: Request, exc: InspectorRefused) -> Response:
-        return _page(exc.status, "Refused", str(exc))
+        return page(exc.status, "Refused", str(exc))
 
     def render(request: Request, name: str, **context: Any) -> HTMLResponse:
         session: Session = request.state.session
@@ -481,9 +229,11 @@ def create_app(
         versions = []
         for v in agent.record_history(record_id):
             if v.current:
-                versions.append(f"Version {v.version} (current), recorded on {_day(v.recorded_at)}")
+                versions.append(
+                    f"Version {v.version} (current), recorded on {day_of(v.recorded_at)}"
+                )
             else:
-                day = _day(_corrected_on(v.note)) or _day(v.recorded_at)
+                day = day_of(_corrected_on(v.note)) or day_of(v.recorded_at)
                 versions.append(
                     f"Version {v.version}: Corrected on {day}. "
                     "Your correction was committed; the previous version is no longer active."
@@ -503,7 +253,7 @@ def create_app(
         )
 
     @app.get("/records/{record_id}/forget")
-    async def forget_page(request: Request, record_id: str) -> Response:
+    async def forgetpage(request: Request, record_id: str) -> Response:
         view = record_or_404(record_id)
         if view.is_skeleton:
             return RedirectResponse(f"/records/{record_id}/forgotten", status_code=303)
@@ -589,7 +339,7 @@ def create_app(
 
     @app.post("/sync")
     async def sync(request: Request) -> Response:
-        target = _local(form(request).get("next"), "/memory")
+        target = local_path(form(request).get("next"), "/memory")
         try:
             report = agent.sync()
         except (Offline, ServerError):
@@ -621,7 +371,7 @@ def create_app(
     @app.post("/records/{record_id}/dont-use")
     async def dont_use(request: Request, record_id: str) -> Response:
         record_or_404(record_id)
-        target = _local(form(request).get("next"), f"/records/{record_id}")
+        target = local_path(form(request).get("next"), f"/records/{record_id}")
         return act(request, target, lambda: agent.dont_use(record_id))
 
     @app.post("/records/{record_id}/use-again")
@@ -671,7 +421,7 @@ def create_app(
     @app.post("/records/{record_id}/confirm")
     async def confirm(request: Request, record_id: str) -> Response:
         record_or_404(record_id)
-        target = _local(form(request).get("next"), "/candidates")
+        target = local_path(form(request).get("next"), "/candidates")
         return act(request, target, lambda: agent.confirm(record_id))
 
     @app.post("/rules/{record_id}/accept")

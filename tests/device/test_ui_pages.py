@@ -23,7 +23,8 @@ import pytest
 from fastapi.testclient import TestClient
 
 from device.agent import DeviceAgent
-from device.ui.app import COOKIE, INVALID_LINK, SECURITY_HEADERS, create_app
+from device.ui.app import create_app
+from device.ui.guard import COOKIE, INVALID_LINK, SECURITY_HEADERS
 from protocol.model import (
     EpistemicState,
     Evidence,
