@@ -12,8 +12,6 @@ Invariants:
 
 from __future__ import annotations
 
-import json
-
 from nacl.public import PublicKey, SealedBox
 
 from cloud.errors import StoreError
@@ -29,7 +27,7 @@ from protocol.messages import (
     RecordStateChange,
     RecordVersionChange,
 )
-from protocol.model import LifecycleState, UsageRestriction
+from protocol.model import LifecycleState
 
 FORGOTTEN = LifecycleState.FORGOTTEN.value
 
@@ -91,19 +89,14 @@ class ChangeReader:
             raise self._missing(row, f"record {row.record_id}")
         if record.lifecycle == FORGOTTEN or record.state_seq != row.seq:
             return None  # forgotten, or a later record_state change carries the state
-        usage = (
-            None
-            if record.usage_restriction is None
-            else UsageRestriction.model_validate_json(record.usage_restriction)
-        )
         return RecordStateChange(
             seq=row.seq,
             record_id=record.record_id,
             lifecycle_state=LifecycleState(record.lifecycle),
             current_version=record.current_version,
-            usage_restriction=usage,
+            usage_restriction=record.restriction(),
             superseded_by_record=record.superseded_by,
-            conflicts_with=json.loads(record.conflicts) if record.conflicts else [],
+            conflicts_with=record.conflict_ids(),
             at=row.at,
         )
 

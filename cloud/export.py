@@ -25,10 +25,12 @@ Invariants:
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from datetime import datetime
+from typing import TypeVar
+
+from pydantic import BaseModel
 
 from cloud.errors import ExportIncomplete, StoreError
 from cloud.store.base import EpisodeRow, RecordRow, StoreSession, VersionRow
@@ -51,10 +53,22 @@ from protocol.model import (
     RecordContent,
     Skeleton,
     SourceKind,
-    UsageRestriction,
 )
 
 PAGE = 500  # rows per keyset page
+_Content = TypeVar("_Content", bound=BaseModel)
+_Row = TypeVar("_Row")
+
+
+def _keyset_pages(
+    fetch: Callable[[str | None], list[_Row]], key: Callable[[_Row], str]
+) -> Iterator[list[_Row]]:
+    """Every page ``fetch(after)`` gives, each after the last key of the one before,
+    until an empty page."""
+    after: str | None = None
+    while rows := fetch(after):
+        yield rows
+        after = key(rows[-1])
 
 
 @dataclass
@@ -129,13 +143,14 @@ class PackageBuilder:
 
     # --- records -----------------------------------------------------------------------
 
+    def _record_pages(self, *, forgotten: bool) -> Iterator[list[RecordRow]]:
+        return _keyset_pages(
+            lambda after: self.s.records_page(self.space_id, after, self.page, forgotten=forgotten),
+            lambda row: row.record_id,
+        )
+
     def _records(self, later: _Later) -> Iterator[Item]:
-        after: str | None = None
-        while True:
-            rows = self.s.records_page(self.space_id, after, self.page, forgotten=False)
-            if not rows:
-                return
-            after = rows[-1].record_id
+        for rows in self._record_pages(forgotten=False):
             for record in self._open_records(rows):
                 if record.sensitive:
                     later.sensitive.append(record.id)
@@ -170,13 +185,9 @@ class PackageBuilder:
                     lifecycle_state=LifecycleState(row.lifecycle),
                     created_at=row.created_at,
                     current_version=row.current_version,
-                    usage_restriction=(
-                        None
-                        if row.usage_restriction is None
-                        else UsageRestriction.model_validate_json(row.usage_restriction)
-                    ),
+                    usage_restriction=row.restriction(),
                     superseded_by_record=row.superseded_by,
-                    conflicts_with=json.loads(row.conflicts) if row.conflicts else [],
+                    conflicts_with=row.conflict_ids(),
                     versions=versions,
                 )
             )
@@ -186,27 +197,35 @@ class PackageBuilder:
         self, record_id: str, row: VersionRow, deks: dict[str, bytes | str]
     ) -> ExportedVersion:
         what = f"record {record_id} v{row.version}"
-        dek = deks[row.key_id]
-        if isinstance(dek, str):
-            raise ExportIncomplete(f"{what}: {dek}")
-        try:
-            content = Vault.open_with(
-                dek,
-                self.space_id,
-                "record",
-                record_id,
-                row.version,
-                row.sealed_content,
-                RecordContent,
-            )
-        except StoreError as exc:
-            raise ExportIncomplete(f"{what}: its content does not open ({exc})") from exc
+        content = self._open(
+            what, deks[row.key_id], "record", record_id, row.version, row.sealed_content,
+            RecordContent,
+        )  # fmt: skip
         return ExportedVersion(
             version=row.version,
             supersedes=row.supersedes,
             recorded_at=row.recorded_at,
             content=content,
         )
+
+    def _open(
+        self,
+        what: str,
+        dek: bytes | str,
+        kind: str,
+        item_id: str,
+        version: int,
+        sealed: bytes,
+        model: type[_Content],
+    ) -> _Content:
+        """Open one sealed item with its DEK; ``ExportIncomplete`` naming ``what`` when
+        there is no DEK (``dek`` says why) or the content does not open."""
+        if isinstance(dek, str):
+            raise ExportIncomplete(f"{what}: {dek}")
+        try:
+            return Vault.open_with(dek, self.space_id, kind, item_id, version, sealed, model)
+        except StoreError as exc:
+            raise ExportIncomplete(f"{what}: its content does not open ({exc})") from exc
 
     def _deks(self, key_ids: set[str]) -> tuple[dict[str, bytes | str], set[str]]:
         """Each key's DEK or why there is none (a forget names it; the key store lacks
@@ -231,12 +250,7 @@ class PackageBuilder:
         return found, forgotten
 
     def _skeletons(self) -> Iterator[Item]:
-        after: str | None = None
-        while True:
-            rows = self.s.records_page(self.space_id, after, self.page, forgotten=True)
-            if not rows:
-                return
-            after = rows[-1].record_id
+        for rows in self._record_pages(forgotten=True):
             for row in rows:
                 if row.forgotten_at is None:
                     raise ExportIncomplete(
@@ -251,12 +265,11 @@ class PackageBuilder:
     def _episodes(
         self, sensitive: set[str], include_sensitive: bool, sources: dict[str, _Source]
     ) -> Iterator[Item]:
-        after: str | None = None
-        while True:
-            rows = self.s.episodes_page(self.space_id, after, self.page)
-            if not rows:
-                return
-            after = rows[-1].episode_id
+        pages = _keyset_pages(
+            lambda after: self.s.episodes_page(self.space_id, after, self.page),
+            lambda row: row.episode_id,
+        )
+        for rows in pages:
             for episode in self._open_episodes(rows):
                 is_sensitive = episode.id in sensitive
                 if include_sensitive or not is_sensitive:
@@ -272,22 +285,10 @@ class PackageBuilder:
         for row in rows:
             if row.key_id in forgotten:
                 continue  # forgotten: its key is (being) destroyed; a skeleton stands for it
-            dek = deks[row.key_id]
-            what = f"episode {row.episode_id}"
-            if isinstance(dek, str):
-                raise ExportIncomplete(f"{what}: {dek}")
-            try:
-                content = Vault.open_with(
-                    dek,
-                    self.space_id,
-                    "episode",
-                    row.episode_id,
-                    1,
-                    row.sealed_content,
-                    EpisodeContent,
-                )
-            except StoreError as exc:
-                raise ExportIncomplete(f"{what}: its content does not open ({exc})") from exc
+            content = self._open(
+                f"episode {row.episode_id}", deks[row.key_id], "episode", row.episode_id, 1,
+                row.sealed_content, EpisodeContent,
+            )  # fmt: skip
             out.append(
                 Episode(
                     id=row.episode_id,

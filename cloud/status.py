@@ -10,7 +10,6 @@ Invariants:
 
 from __future__ import annotations
 
-import json
 from datetime import datetime
 
 from cloud.errors import NotFound
@@ -73,13 +72,9 @@ def record_state(s: StoreSession, space_id: str, record_id: str) -> RecordState:
         lifecycle_state=LifecycleState(row.lifecycle),
         version=row.current_version,
         recorded_at=None if version is None else version.recorded_at,
-        usage_restriction=(
-            None
-            if row.usage_restriction is None
-            else UsageRestriction.model_validate_json(row.usage_restriction)
-        ),
+        usage_restriction=row.restriction(),
         superseded_by_record=row.superseded_by,
-        conflicts_with=json.loads(row.conflicts) if row.conflicts else [],
+        conflicts_with=row.conflict_ids(),
     )
 
 

@@ -16,11 +16,14 @@ Invariants:
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from datetime import datetime
 from typing import TYPE_CHECKING, Protocol
+
+from protocol.model import UsageRestriction
 
 if TYPE_CHECKING:
     from cloud.store.search import IndexRow, SealedVector
@@ -68,6 +71,17 @@ class RecordRow:
     conflicts: str | None = None  # JSON list of record ids
     created_seq: int | None = None  # server order of creation (records made before it: None)
     state_seq: int | None = None  # seq of the latest record_state change
+
+    def restriction(self) -> UsageRestriction | None:
+        """``usage_restriction`` decoded (None: the record is used everywhere)."""
+        if self.usage_restriction is None:
+            return None
+        return UsageRestriction.model_validate_json(self.usage_restriction)
+
+    def conflict_ids(self) -> list[str]:
+        """``conflicts`` decoded: the ids of the records this one conflicts with."""
+        ids: list[str] = json.loads(self.conflicts) if self.conflicts else []
+        return ids
 
 
 @dataclass(frozen=True, slots=True)
