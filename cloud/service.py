@@ -336,9 +336,7 @@ class CloudService:
                 f"got {len(req.account_key)}"
             )
         with self.store.session(space_id, lock=True) as s:
-            self._check_open(s, space_id)
-            if s.device(space_id, device_id) is None:
-                raise Unauthorized(f"device {device_id} is not enrolled in this space")
+            self._enrolled(s, space_id, device_id)
             registered = s.account_key(space_id)
             if registered is None:
                 s.set_account_key(space_id, req.account_key)
@@ -422,9 +420,7 @@ class CloudService:
         now = self._clock()
         self._check_writable(now, "a push")
         with self.store.session(space_id, lock=True) as s:
-            self._check_open(s, space_id)
-            if s.device(space_id, device_id) is None:
-                raise Unauthorized(f"device {device_id} is not enrolled in this space")
+            self._enrolled(s, space_id, device_id)
             unacked = s.unacked_events(space_id, device_id)
             if unacked:
                 raise PullRequired(device_id, unacked)
@@ -581,10 +577,7 @@ class CloudService:
         after = decode_cursor(req.cursor)
         now = self._clock()
         with self.store.session(space_id, lock=False) as s:
-            self._check_open(s, space_id)
-            device = s.device(space_id, device_id)
-            if device is None:
-                raise Unauthorized(f"device {device_id} is not enrolled in this space")
+            device = self._enrolled(s, space_id, device_id)
             if after > s.last_seq(space_id):
                 raise MalformedCursorError(
                     f"cursor {req.cursor!r} points past the end of this space's changes; "
@@ -673,10 +666,7 @@ class CloudService:
     def recall(self, space_id: str, device_id: str, req: RecallRequest) -> RecallResponse:
         """The eight retrieval steps over the whole space, for one enrolled device."""
         with self.store.session(space_id) as s:
-            self._check_open(s, space_id)
-            device = s.device(space_id, device_id)
-            if device is None:
-                raise Unauthorized(f"device {device_id} is not enrolled in this space")
+            device = self._enrolled(s, space_id, device_id)
         result = self.retrieval.recall(
             space_id,
             req.query,
@@ -739,10 +729,7 @@ class CloudService:
         self._await_export_stores(space_id)
         now = self._clock()
         with self.store.session(space_id, lock=True) as s:
-            self._check_open(s, space_id)
-            device = s.device(space_id, device_id)
-            if device is None:
-                raise Unauthorized(f"device {device_id} is not enrolled in this space")
+            device = self._enrolled(s, space_id, device_id)
             account_key = s.account_key(space_id)
             if account_key is None:
                 raise StrongAuthRequired(
@@ -920,9 +907,7 @@ class CloudService:
         changes."""
         self._check_writable(self._clock(), "deleting the account")
         with self.store.session(space_id) as s:
-            self._check_open(s, space_id)
-            if s.device(space_id, device_id) is None:
-                raise Unauthorized(f"device {device_id} is not enrolled in this space")
+            self._enrolled(s, space_id, device_id)
             account_key = s.account_key(space_id)
         if account_key is None:
             raise StrongAuthRequired(
@@ -956,6 +941,15 @@ class CloudService:
                 s.mark_space_keys_destroyed(end.space_id, self._clock())
             done += 1
         return done
+
+    def _enrolled(self, s: StoreSession, space_id: str, device_id: str) -> DeviceRow:
+        """The caller's device row, once its space is known not to have ended
+        (``AccountEnded``) and the device to be enrolled in it (``Unauthorized``)."""
+        self._check_open(s, space_id)
+        device = s.device(space_id, device_id)
+        if device is None:
+            raise Unauthorized(f"device {device_id} is not enrolled in this space")
+        return device
 
     def _check_open(self, s: StoreSession, space_id: str) -> None:
         end = s.space_end(space_id)
