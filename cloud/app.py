@@ -72,16 +72,20 @@ from protocol.ids import is_id
 from protocol.messages import (
     CLOSING_HEADER,
     DELETE_ACCOUNT_SINCE,
+    SUBSET_SINCE,
     AccountKeyRequest,
     AckRequest,
     DeleteAccountRequest,
     EnrollRequest,
+    Envelope,
     ErrorBody,
     ErrorCode,
     ExportRequest,
+    PinRequest,
     PullRequest,
     PushRequest,
     RecallRequest,
+    SubsetPolicyRequest,
     WipedRequest,
     peek_version,
 )
@@ -319,7 +323,7 @@ def create_app(config: CloudConfig) -> FastAPI:
         space_id, device_id = await who(request)
         req = _parse(PullRequest, await read(request))
         service.live.supersede(space_id, device_id)  # a device waits in one pull at a time
-        if req.wait > 0:
+        if req.wait > 0 and not await call(service.subset_news, space_id, device_id, req):
             after = decode_cursor(req.cursor)
 
             async def position() -> int:
@@ -335,6 +339,32 @@ def create_app(config: CloudConfig) -> FastAPI:
         space_id, device_id = await who(request)
         req = _parse(RecallRequest, await read(request))
         return answer(request, await call(service.recall, space_id, device_id, req))
+
+    def since_subset(req: Envelope, what: str) -> None:
+        if req.protocol_version < SUBSET_SINCE:
+            raise MalformedRequest(
+                f"{what} is new in protocol version {SUBSET_SINCE}; this request speaks "
+                f"version {req.protocol_version} (nothing was changed)"
+            )
+
+    @app.get("/v1/subset")
+    async def subset(request: Request) -> Response:
+        space_id, device_id = await who(request)
+        return answer(request, await call(service.subset, space_id, device_id))
+
+    @app.post("/v1/subset/policy")
+    async def subset_policy(request: Request) -> Response:
+        space_id, device_id = await who(request)
+        req = _parse(SubsetPolicyRequest, await read(request))
+        since_subset(req, "SubsetPolicyRequest")
+        return answer(request, await call(service.set_subset_policy, space_id, device_id, req))
+
+    @app.post("/v1/subset/pins")
+    async def subset_pin(request: Request) -> Response:
+        space_id, device_id = await who(request)
+        req = _parse(PinRequest, await read(request))
+        since_subset(req, "PinRequest")
+        return answer(request, await call(service.pin, space_id, device_id, req))
 
     @app.post("/v1/ack")
     async def ack(request: Request) -> Response:

@@ -87,8 +87,18 @@ class ChangeReader:
         record = self.s.record(self.space_id, row.record_id)
         if record is None:
             raise self._missing(row, f"record {row.record_id}")
-        if record.lifecycle == FORGOTTEN or record.state_seq != row.seq:
-            return None  # forgotten, or a later record_state change carries the state
+        if record.state_seq != row.seq:
+            return None  # a later record_state change carries the state
+        return self.state_now(row)
+
+    def state_now(self, row: ChangeRow) -> RecordStateChange | None:
+        """The record's whole current state as of ``row`` (None once it is forgotten)."""
+        assert row.record_id is not None
+        record = self.s.record(self.space_id, row.record_id)
+        if record is None:
+            raise self._missing(row, f"record {row.record_id}")
+        if record.lifecycle == FORGOTTEN:
+            return None
         return RecordStateChange(
             seq=row.seq,
             record_id=record.record_id,

@@ -296,12 +296,14 @@ def cmd_worker(args: argparse.Namespace) -> int:
                         for name, r in jobs.items()
                     },
                     "time_passed": report.daily.time.passed if report.daily.time else [],
+                    "reindexed": report.reindexed,
                 }
             )
         )
     else:
         print(f"session-end: {report.session_end.summary()}")
         print(f"daily:       {report.daily.summary()}")
+        print(f"reindex:     {report.reindexed} record(s) indexed")
     return 0
 
 

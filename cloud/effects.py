@@ -224,6 +224,8 @@ class EffectWriter:
         """The pushing device holds what it wrote (the consolidator holds nothing)."""
         if self.device_id is not None:
             self.s.add_holdings(self.space_id, self.device_id, [(kind, item_id)])
+            if kind == "record":  # and it is in its subset until the cloud chooses again
+                self.s.add_subset_members(self.space_id, self.device_id, [item_id])
 
     def _version(
         self,

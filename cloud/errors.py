@@ -114,6 +114,14 @@ class ExportUnavailable(CloudError):
     code = ErrorCode.EXPORT_UNAVAILABLE
 
 
+class PinRefused(CloudError):
+    """A pin that cannot be: the record is permanently forgotten, or the device has as
+    many pins as it may. Nothing was pinned."""
+
+    status = 409
+    code = ErrorCode.PIN_REFUSED
+
+
 class ExportIncomplete(CloudError):
     """An item the package needs cannot be read while it streams (its data key is
     missing, or its content does not open): the stream ends with an error chunk naming

@@ -44,6 +44,7 @@ from protocol.messages import (
     ErrorBody,
     ExportRequest,
     PendingResponse,
+    PinRequest,
     PullRequest,
     PullResponse,
     PushRequest,
@@ -52,6 +53,8 @@ from protocol.messages import (
     RecallResponse,
     ServiceMode,
     ServiceStatus,
+    SubsetPolicyRequest,
+    SubsetResponse,
     WipedRequest,
     WipedResponse,
 )
@@ -73,8 +76,9 @@ ERROR_MEANINGS: dict[int, str] = {
     403: "enrollment_refused: the code is unknown, used or expired; or strong_auth_required: "
     "no account key is registered, or the proof does not verify",
     404: "not_found: no such record in the caller's space",
-    409: "pull_required (unacknowledged key destruction), account_key_mismatch or "
-    "export_id_used (an export id starts one export only)",
+    409: "pull_required (unacknowledged key destruction), account_key_mismatch, "
+    "export_id_used (an export id starts one export only) or pin_refused (the record is "
+    "forgotten, or the device has as many pins as it may)",
     410: "resync_required: the cursor is below the space's compacted feed floor; or "
     "account_ended: the space ended, so the device must wipe its copy",
     413: "request_too_large: the body or its op count is over the limit",
@@ -185,6 +189,23 @@ CONTRACTS: dict[tuple[str, str], RouteContract] = {
         summary="The service's region and whether it is closing",
         response=ServiceStatus,
         authenticated=False,
+    ),
+    ("GET", "/v1/subset"): RouteContract(
+        summary="The calling device's subset: policy, pins, what the cloud chose for it",
+        response=SubsetResponse,
+        errors=(401,),
+    ),
+    ("POST", "/v1/subset/policy"): RouteContract(
+        summary="Replace the calling device's subset rules and budget (protocol 3 on)",
+        request=SubsetPolicyRequest,
+        response=SubsetResponse,
+        errors=(*BODY_ERRORS, 401),
+    ),
+    ("POST", "/v1/subset/pins"): RouteContract(
+        summary="Pin a record to the calling device, or unpin it (protocol 3 on)",
+        request=PinRequest,
+        response=SubsetResponse,
+        errors=(*BODY_ERRORS, 401, 404, 409),
     ),
     ("GET", "/v1/forgets/pending"): RouteContract(
         summary="Forgets some device has not confirmed yet", response=PendingResponse, errors=(401,)

@@ -110,6 +110,8 @@ from cloud.store.base import (
     StoreSession,
 )
 from cloud.store.sql import SqlSession
+from cloud.subset import SubsetKeeper
+from cloud.subset_feed import Page, SubsetFeed
 from cloud.validation import describe
 from cloud.vault import Vault
 from protocol import strongauth
@@ -118,23 +120,22 @@ from protocol.export.package import PackageHeader
 from protocol.export.stream import PREFIX_BYTES, StreamSealer
 from protocol.ids import is_id, make_id
 from protocol.messages import (
+    SUBSET_SINCE,
     AccountKeyRequest,
     AccountKeyResponse,
     AckRequest,
     AckResponse,
-    AnyChange,
-    ArtifactChange,
     DeleteAccountRequest,
     DeleteAccountResponse,
     DevicesResponse,
     DeviceStatus,
     EnrollRequest,
     EnrollResponse,
-    EpisodeChange,
     ExportRequest,
     ForgetStatus,
     PendingDevice,
     PendingResponse,
+    PinRequest,
     PullRequest,
     PullResponse,
     PushRequest,
@@ -143,9 +144,10 @@ from protocol.messages import (
     RecallLine,
     RecallRequest,
     RecallResponse,
-    RecordVersionChange,
     ServiceMode,
     ServiceStatus,
+    SubsetPolicyRequest,
+    SubsetResponse,
     WipedResponse,
 )
 from protocol.operations import (
@@ -165,12 +167,15 @@ from protocol.versioned import introduced_in, newer_fields
 log = logging.getLogger("memsync.cloud")
 
 ENROLLMENT_CODE_TTL = timedelta(hours=24)
+_LOG_PER_PAGE = 100  # subset enters and leaves per pull page (an enter carries its content)
 MAX_NAME_CHARS = 64
 EXPORT_FIRST_WAIT = 0.5  # seconds before an export first looks at its stores again
 EXPORT_MAX_STEP = 5.0  # the wait doubles up to this
 PUBLIC_KEY_BYTES = 32
 ACCOUNT_KEY_BYTES = 32
-_CURSOR = re.compile(r"c1:(0|[1-9][0-9]{0,17})")
+_N = r"(0|[1-9][0-9]{0,17})"
+# c1:<seq> (protocol 1 and 2); c2:<seq>:<gen> (protocol 3: gen is the subset log's)
+_CURSOR = re.compile(rf"c1:{_N}|c2:{_N}:{_N}")
 
 __all__ = [
     "SYSTEM_ACTOR",
@@ -189,22 +194,38 @@ def _hash(secret: str) -> str:
     return hashlib.sha256(secret.encode("utf-8")).hexdigest()
 
 
-def encode_cursor(seq: int) -> str:
-    return base64.urlsafe_b64encode(f"c1:{seq}".encode()).decode("ascii").rstrip("=")
+def encode_cursor(seq: int, gen: int | None = None) -> str:
+    raw = f"c1:{seq}" if gen is None else f"c2:{seq}:{gen}"
+    return base64.urlsafe_b64encode(raw.encode()).decode("ascii").rstrip("=")
 
 
-def decode_cursor(cursor: str | None) -> int:
-    """The sequence number behind a cursor this server issued; raise otherwise."""
+def _cursor_parts(cursor: str | None) -> tuple[int, int | None]:
     if cursor is None:
-        return 0
+        return 0, None
     try:
         raw = base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4)).decode("ascii")
     except (ValueError, UnicodeDecodeError) as exc:
         raise MalformedCursorError(f"cursor {cursor[:80]!r} was not issued by this server") from exc
     match = _CURSOR.fullmatch(raw)
-    if match is None or encode_cursor(int(match.group(1))) != cursor:
+    if match is None:
         raise MalformedCursorError(f"cursor {cursor[:80]!r} was not issued by this server")
-    return int(match.group(1))
+    if match.group(1) is not None:
+        seq, gen = int(match.group(1)), None
+    else:
+        seq, gen = int(match.group(2)), int(match.group(3))
+    if encode_cursor(seq, gen) != cursor:
+        raise MalformedCursorError(f"cursor {cursor[:80]!r} was not issued by this server")
+    return seq, gen
+
+
+def decode_cursor(cursor: str | None) -> int:
+    """The sequence number behind a cursor this server issued; raise otherwise."""
+    return _cursor_parts(cursor)[0]
+
+
+def decode_subset_gen(cursor: str | None) -> int | None:
+    """The subset log gen a protocol-3 cursor names (None: a cursor without one)."""
+    return _cursor_parts(cursor)[1]
 
 
 class CloudService:
@@ -233,6 +254,7 @@ class CloudService:
         self._checkpoint_owed = False
         self.search = SearchIndex(self.store, self.vault, config.embedder or default_embedder)
         self.retrieval = CloudRetrieval(self.store, self.vault, self.search)
+        self.subsets = SubsetKeeper(self.vault, config.clock)
         postgres = self.store.dialect == "postgresql"
         self.live = ChangeNotifier(listen_url=config.store_url if postgres else None)
         self.live.on_change(self.search.drop_unindexed)
@@ -573,45 +595,97 @@ class CloudService:
         with self.store.session() as s:
             return s.last_seq(space_id)
 
+    def subset_news(self, space_id: str, device_id: str, req: PullRequest) -> bool:
+        """Whether enters or leaves wait for this protocol-3 pull (a policy or pin changed
+        since its cursor): a live pull then answers at once instead of waiting."""
+        if req.protocol_version < SUBSET_SINCE:
+            return False
+        gen = decode_subset_gen(req.cursor) or 0
+        with self.store.session() as s:
+            return bool(s.subset_log_after(space_id, device_id, gen, 1))
+
     def pull(self, space_id: str, device_id: str, req: PullRequest) -> PullResponse:
-        after = decode_cursor(req.cursor)
+        after, gen = _cursor_parts(req.cursor)
         now = self._clock()
+        subset = req.protocol_version >= SUBSET_SINCE
+        if subset:
+            self._choose_subset(space_id, device_id, req, after, gen)
         with self.store.session(space_id, lock=False) as s:
             device = self._enrolled(s, space_id, device_id)
-            if after > s.last_seq(space_id):
-                raise MalformedCursorError(
-                    f"cursor {req.cursor!r} points past the end of this space's changes; "
-                    "it was not issued by this server"
-                )
-            floor = s.feed_floor(space_id)
-            if 0 < after < floor:
-                assert req.cursor is not None
-                raise ResyncRequired(req.cursor, after, floor)
+            floor = self._check_cursor(s, space_id, req.cursor, after)
+            reader = ChangeReader(s, self.vault, space_id, SealedBox(PublicKey(device.public_key)))
+            page = Page()
+            feed: SubsetFeed | None = None
+            last_gen = gen or 0
+            if subset:
+                self.subsets.facts.refresh(s, space_id)
+                feed = SubsetFeed(s, reader, self.subsets, space_id, device_id)
+                entries = s.subset_log_after(space_id, device_id, last_gen, _LOG_PER_PAGE + 1)
+                feed.log(page, entries[:_LOG_PER_PAGE], after)
+                if entries:
+                    last_gen = entries[:_LOG_PER_PAGE][-1].gen
+                if len(entries) > _LOG_PER_PAGE:
+                    # the rest of the log first: no feed row before every enter is out
+                    s.add_holdings(space_id, device_id, page.held)
+                    s.touch_device(space_id, device_id, now)
+                    return PullResponse(
+                        changes=page.changes,
+                        cursor=encode_cursor(after, last_gen),
+                        has_more=True,
+                    )
             rows = s.changes_after(space_id, after, req.limit + 1)
             has_more = len(rows) > req.limit
             rows = rows[: req.limit]
-            reader = ChangeReader(s, self.vault, space_id, SealedBox(PublicKey(device.public_key)))
-            changes: list[AnyChange] = []
-            held: list[tuple[str, str]] = []
             for row in rows:
-                change = reader.read(row)
-                if change is None:
-                    continue
-                changes.append(change)
-                if isinstance(change, RecordVersionChange):
-                    held.append(("record", change.record_id))
-                elif isinstance(change, EpisodeChange):
-                    held.append(("episode", change.episode_id))
-                elif isinstance(change, ArtifactChange):
-                    held.append(("artifact", change.artifact_id))
-            s.add_holdings(space_id, device_id, held)
+                if feed is None or feed.wanted(row):
+                    page.add(reader.read(row))
+            s.add_holdings(space_id, device_id, page.held)
             s.touch_device(space_id, device_id, now)
         last = rows[-1].seq if rows else after
         if not has_more:
             # every row up to the floor that compaction left was in this answer: the
             # cursor moves past the compacted tail, so the next pull stays incremental
             last = max(last, floor)
-        return PullResponse(changes=changes, cursor=encode_cursor(last), has_more=has_more)
+        cursor = encode_cursor(last, last_gen) if subset else encode_cursor(last)
+        return PullResponse(changes=page.changes, cursor=cursor, has_more=has_more)
+
+    @staticmethod
+    def _check_cursor(s: StoreSession, space_id: str, cursor: str | None, after: int) -> int:
+        """The space's feed floor, once the cursor is known good (else raise)."""
+        if after > s.last_seq(space_id):
+            raise MalformedCursorError(
+                f"cursor {cursor!r} points past the end of this space's changes; "
+                "it was not issued by this server"
+            )
+        floor = s.feed_floor(space_id)
+        if 0 < after < floor:
+            assert cursor is not None
+            raise ResyncRequired(cursor, after, floor)
+        return floor
+
+    def _choose_subset(
+        self, space_id: str, device_id: str, req: PullRequest, after: int, gen: int | None
+    ) -> None:
+        """Before a protocol-3 pull reads: confirm the log the cursor names, note the
+        running use counts it reports, choose again if due. A replay writes nothing."""
+        with self.store.session(space_id, lock=True) as s:
+            self._enrolled(s, space_id, device_id)
+            self._check_cursor(s, space_id, req.cursor, after)
+            if gen is not None:
+                self.subsets.confirm(s, space_id, device_id, gen)
+            if req.used:
+                known = {u.record_id for u in req.used if s.record(space_id, u.record_id)}
+                self.subsets.record_uses(
+                    s,
+                    space_id,
+                    device_id,
+                    [
+                        (u.record_id, u.uses, u.last_used_at)
+                        for u in req.used
+                        if u.record_id in known
+                    ],
+                )
+            self.subsets.evaluate(s, space_id, device_id)
 
     def compact(self, space_id: str) -> CompactionReport:
         """Compact the space's change feed under the space lock: delete the rows that
@@ -699,9 +773,48 @@ class CloudService:
         box = SealedBox(PublicKey(device.public_key))
         return RecallResponse(sealed_answer=box.encrypt(answer.model_dump_json().encode()))
 
+    # --- the device subset -------------------------------------------------------------
+
+    def subset(self, space_id: str, device_id: str) -> SubsetResponse:
+        """The calling device's subset: policy, pins and what the cloud last chose."""
+        with self.store.session(space_id, lock=True) as s:
+            self._enrolled(s, space_id, device_id)
+            if s.subset_state(space_id, device_id) is None:
+                self.subsets.evaluate(s, space_id, device_id)
+            return SubsetResponse(subset=self.subsets.view(s, space_id, device_id))
+
+    def set_subset_policy(
+        self, space_id: str, device_id: str, req: SubsetPolicyRequest
+    ) -> SubsetResponse:
+        """Replace the calling device's policy; the cloud chooses again at once, and the
+        device hears what entered and left at its next pull."""
+        with self.store.session(space_id, lock=True) as s:
+            self._check_open(s, space_id)
+            self._enrolled(s, space_id, device_id)
+            self.subsets.set_policy(s, space_id, device_id, req.policy)
+            self.subsets.evaluate(s, space_id, device_id, force=True)
+            return SubsetResponse(subset=self.subsets.view(s, space_id, device_id))
+
+    def pin(self, space_id: str, device_id: str, req: PinRequest) -> SubsetResponse:
+        """Pin (or unpin) a record to the calling device; the cloud chooses again at once."""
+        with self.store.session(space_id, lock=True) as s:
+            self._check_open(s, space_id)
+            self._enrolled(s, space_id, device_id)
+            self.subsets.pin(s, space_id, device_id, req.record_id, req.pinned)
+            self.subsets.evaluate(s, space_id, device_id, force=True)
+            return SubsetResponse(subset=self.subsets.view(s, space_id, device_id))
+
     def index_catch_up(self, space_id: str) -> int:
         """Index what a space's search indexes miss (recall does it first by itself)."""
         return self.search.catch_up(space_id)
+
+    def reindex(self) -> int:
+        """Index, in every open space, what the search indexes miss, including records
+        whose vector another embedding model made: the background job of a model
+        change (``memsync cloud worker``). Returns how many records were indexed."""
+        with self.store.session() as s:
+            spaces = s.space_ids()
+        return sum(self.search.catch_up(space_id) for space_id in spaces)
 
     def record_status(self, space_id: str, record_id: str) -> RecordState:
         """A live record's state (no content), or its skeleton when forgotten."""

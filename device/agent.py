@@ -53,6 +53,7 @@ from device import (
     shred,
     store,
 )
+from device import subset as device_subset
 from device.client import LIVE_PULL_SINCE, CloudClient
 from device.db import DB_FILENAME, Database
 from device.detector import default_detector
@@ -106,9 +107,12 @@ from protocol.messages import (
     ErrorCode,
     ForgetStatus,
     PendingResponse,
+    PinRequest,
     RecallAnswer,
     RecallRequest,
     RecallResponse,
+    SubsetPolicyRequest,
+    SubsetResponse,
     WipedRequest,
     WipedResponse,
 )
@@ -144,6 +148,7 @@ from protocol.operations import (
     UseAgain,
 )
 from protocol.sentences import check_said
+from protocol.subset import SubsetPolicy, SubsetView
 from protocol.version import SUPPORTED_VERSIONS, VersionRange, check_range
 
 Clock = Callable[[], datetime]
@@ -153,6 +158,7 @@ _MUST_WIPE = frozenset({ErrorCode.DEVICE_REVOKED.value, ErrorCode.ACCOUNT_ENDED.
 
 MAX_SOURCES = 64
 FORGOTTEN = LifecycleState.FORGOTTEN.value
+REBUILD_PER_SYNC = 256  # vectors of another model re-embedded after each sync
 
 
 _T = TypeVar("_T")
@@ -286,8 +292,9 @@ class DeviceAgent:
             store.get_meta(db)
             if 2 in ran and 1 not in ran:
                 catalog.backfill_v2(db, agent._now())
-            with db.atomic():  # records an older schema or another model left unindexed
-                search.catch_up(db)
+            with db.atomic():  # records an older schema left unindexed (another model's
+                # vectors are rebuilt in the background: ``rebuild_vectors``)
+                search.catch_up(db, other_models=False)
                 search.merge_if_needed(db)
         except BaseException:
             db.close()
@@ -921,8 +928,10 @@ class DeviceAgent:
         consents: Iterable[Sensitivity] = (),
     ) -> Recall:
         """Retrieval in the fixed eight-step order over this device's subset, offline:
-        the hits, the marked data block for a model, and what was searched."""
-        return retrieval.recall(
+        the hits, the marked data block for a model, and what was searched (the answer
+        says it looked only at what this device holds). Each returned record counts as
+        used (reported with the next pull; none in temporary mode)."""
+        answer = retrieval.recall(
             self._db,
             query,
             self._now_dt(),
@@ -933,6 +942,10 @@ class DeviceAgent:
             factual=factual,
             consents=frozenset(consents),
         )
+        if answer.hits and not self._temporary:
+            with self._db.atomic():
+                device_subset.note_uses(self._db, [h.record_id for h in answer.hits], self._now())
+        return answer
 
     def retrieve_from_cloud(
         self,
@@ -947,8 +960,11 @@ class DeviceAgent:
     ) -> Recall:
         """Ask the cloud to run the same pipeline over the whole space (online only).
 
-        The answer comes sealed to this device's key and is opened here; nothing is
-        written (caching cloud answers within a budget is the device-subset issue)."""
+        The answer comes sealed to this device's key and is opened here; each line says
+        whether it came from the cloud (``RecallHit.from_cloud``: this device does not
+        hold it). The records it returned count as used here (reported with the next
+        pull; none in temporary mode), so the subset's rules may bring them to this
+        device, within its budget, at the next sync."""
         meta = store.get_meta(self._db)
         if meta.credential is None:
             raise NotEnrolled(
@@ -972,7 +988,13 @@ class DeviceAgent:
             answer = RecallAnswer.model_validate_json(plain)
         except (keys.SealedKeyDoesNotOpen, ValidationError) as exc:
             raise ServerError(f"the cloud's recall answer does not open: {exc}") from exc
-        return retrieval.from_cloud(answer)
+        recall = retrieval.from_cloud(answer, held=self.holds)
+        if recall.hits and not self._temporary:
+            # counted like a local answer's: the subset's rules for what is used often or
+            # lately may then bring these records here at the next sync, within the budget
+            with self._db.atomic():
+                device_subset.note_uses(self._db, [h.record_id for h in recall.hits], self._now())
+        return recall
 
     def what_do_you_know(self) -> list[RecordView]:
         """Everything: candidates, inferences, not in use, corrected, skeletons."""
@@ -1057,7 +1079,27 @@ class DeviceAgent:
                 f"device {meta.device_name!r} is not enrolled; enroll it with a code first"
             )
         with self._sync_lock, self._revocable():
-            return SyncSession(self._db, self._cloud(), self._now, self._random).run()
+            report = SyncSession(self._db, self._cloud(), self._now, self._random).run()
+        self.rebuild_vectors(limit=REBUILD_PER_SYNC)
+        return report
+
+    def rebuild_vectors(self, limit: int | None = None, batch: int = 64) -> int:
+        """Re-embed records whose vector another embedding model made (the model
+        changed), ``batch`` per transaction, at most ``limit`` (None: all). Until a
+        record is rebuilt, vector search does not see it (its lexical terms still
+        match): one ranking never mixes two models' vectors. Returns how many were
+        rebuilt; every sync rebuilds up to ``REBUILD_PER_SYNC`` in the background."""
+        wanted = len(search.stale(self._db))
+        if limit is not None:
+            wanted = min(wanted, limit)
+        done = 0
+        while done < wanted:
+            with self._db.atomic():
+                n = search.catch_up(self._db, limit=min(batch, wanted - done))
+            if n == 0:
+                break
+            done += n
+        return done
 
     # --- live sync -------------------------------------------------------------------
 
@@ -1187,6 +1229,59 @@ class DeviceAgent:
         self._enrolled("ask which forgets are pending")
         with self._revocable():
             return list(self._cloud().get("/v1/forgets/pending", PendingResponse).forgets)
+
+    # --- the device subset (protocol 3) ----------------------------------------------
+
+    def subset(self) -> SubsetView:
+        """This device's subset as the cloud chose it (``GET /v1/subset``): the policy,
+        the pins, how many records of each class and how many bytes it holds, and what
+        did not fit the budget. ``Offline`` when the cloud cannot be reached."""
+        self._enrolled("read its subset")
+        with self._revocable():
+            return self._cloud().get("/v1/subset", SubsetResponse).subset
+
+    def set_subset_policy(self, policy: SubsetPolicy) -> SubsetView:
+        """Replace this device's subset rules and budget; what enters and leaves arrives
+        with the next sync (records that leave are evicted, never forgotten)."""
+        self._enrolled("change its subset")
+        with self._revocable():
+            return (
+                self._cloud()
+                .post("/v1/subset/policy", SubsetPolicyRequest(policy=policy), SubsetResponse)
+                .subset
+            )
+
+    def pin(self, record_id: str, pinned: bool = True) -> SubsetView:
+        """Keep a record on this device whatever the rules say (within the budget); it
+        arrives with the next sync. ``pinned=False`` unpins it."""
+        self._enrolled("pin a record")
+        with self._revocable():
+            return (
+                self._cloud()
+                .post(
+                    "/v1/subset/pins",
+                    PinRequest(record_id=record_id, pinned=pinned),
+                    SubsetResponse,
+                )
+                .subset
+            )
+
+    def unpin(self, record_id: str) -> SubsetView:
+        return self.pin(record_id, pinned=False)
+
+    def holds(self, record_id: str) -> bool:
+        """Whether this device holds the record's content now (read from its database)."""
+        row = store.record_row(self._db, record_id)
+        return row is not None and row["lifecycle"] != LifecycleState.FORGOTTEN.value
+
+    def held_records(self) -> set[str]:
+        """The records whose content this device holds now (read from its database)."""
+        return device_subset.held(self._db)
+
+    def held_because(self, record_id: str) -> str | None:
+        """Why the cloud put the record in this device's subset (``protocol.subset.Reason``),
+        or None (written here, held before the subset, or not held)."""
+        return device_subset.reason(self._db, record_id)
 
     def _enrolled(self, what: str) -> None:
         meta = store.get_meta(self._db)

@@ -28,6 +28,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from device import subset_cli
 from device.agent import DeviceAgent
 from device.errors import DeviceError
 from device.export import check_out_dir
@@ -295,13 +296,19 @@ def _when(text: str) -> datetime:
 
 
 def _hit_lines(hits: Sequence[RecallHit]) -> str:
-    return "\n".join(f"{h.record_id}  {h.line}" for h in hits) or "Nothing found."
+    return (
+        "\n".join(
+            f"{h.record_id}  {h.line}" + ("  (from the cloud)" if h.from_cloud else "")
+            for h in hits
+        )
+        or "Nothing found."
+    )
 
 
 def _recall(args: argparse.Namespace) -> int:
     with _open(args) as agent:
         _temporary(args, agent)
-        answer = agent.retrieve(
+        answer = (agent.retrieve_from_cloud if args.cloud else agent.retrieve)(
             args.query,
             limit=args.limit,
             area=LifeArea(args.area) if args.area else None,
@@ -474,6 +481,13 @@ def _sync(args: argparse.Namespace) -> int:
             f"refused {len(report.refused)}); pulled {report.pulled}; "
             f"shredded {len(report.shredded)}; acknowledged {len(report.acked)}"
         )
+        if report.entered or report.left or report.left_later:
+            text += (
+                f"\nSubset: {len(report.entered)} record(s) came to this device, "
+                f"{len(report.left)} left it (still in the cloud)"
+            )
+            if report.left_later:
+                text += f", {len(report.left_later)} leave once their queued changes are sent"
         if report.push_held is not None:
             text += f"\nNothing was pushed; {agent.pending_ops()} change(s) stay queued: "
             text += report.push_held
@@ -716,6 +730,11 @@ def register(subparsers: Any) -> argparse.ArgumentParser:
     )
     p.add_argument("--block", action="store_true", help="print the marked data block")
     p.add_argument("--temporary", action="store_true", help="temporary mode: write nothing")
+    p.add_argument(
+        "--cloud",
+        action="store_true",
+        help="online: search the whole space in the cloud, not only this device",
+    )
     command("list", _list, "list records, including forgotten skeletons")
     command("know", _know, "what do you know about me? (everything, inferences included)")
     p = command("forget", _forget, "forget a record, a life area or all memory permanently")
@@ -784,6 +803,7 @@ def register(subparsers: Any) -> argparse.ArgumentParser:
     )  # fmt: skip
     p.add_argument("--port", type=int, default=0, help="a port on 127.0.0.1 (0: a free one)")
     p.add_argument("--no-open", action="store_true", help="print the link, open no browser")
+    subset_cli.register(command, _open, _emit)
     return device
 
 

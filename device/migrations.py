@@ -31,6 +31,7 @@ MIGRATIONS: tuple[Migration, ...] = (
     Migration(5, "sync under fire: resync marker and wipe confirmation", schema.V5),
     Migration(6, "indexes on the columns that reference data keys", schema.V6_KEY_INDEXES),
     Migration(7, "the import ledger: export packages imported once", schema.V7_IMPORT_LEDGER),
+    Migration(8, "the device subset: uses, reasons, deferred evictions", schema.V8_SUBSET),
 )
 
 _LEDGER = """

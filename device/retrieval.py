@@ -13,7 +13,7 @@ Invariants:
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
@@ -164,8 +164,9 @@ def recall(db: Database, query: str, now: datetime, **kw: Any) -> Recall:
     )
 
 
-def from_cloud(answer: RecallAnswer) -> Recall:
-    """A cloud answer (already opened with this device's key) as a ``Recall``."""
+def from_cloud(answer: RecallAnswer, held: Callable[[str], bool] | None = None) -> Recall:
+    """A cloud answer (already opened with this device's key) as a ``Recall``; a line
+    whose record this device does not hold (``held``) is marked ``from_cloud``."""
     hits = tuple(
         RecallHit(
             record_id=line.record_id,
@@ -181,13 +182,23 @@ def from_cloud(answer: RecallAnswer) -> Recall:
             relation=line.relation.value if line.relation else None,
             outdated=line.outdated,
             current=line.current,
+            from_cloud=held is not None and not held(line.record_id),
         )
         for line in answer.lines
+    )
+    fetched = sum(h.from_cloud for h in hits)
+    note = (
+        CLOUD_NOTE
+        if not fetched
+        else (
+            f"{CLOUD_NOTE} {fetched} of {len(hits)} record(s) came from the cloud "
+            "(not on this device)."
+        )
     )
     return Recall(
         hits=hits,
         block=answer.block,
         scope=SCOPE_CLOUD,
-        note=CLOUD_NOTE,
+        note=note,
         factual=answer.factual,
     )

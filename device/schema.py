@@ -474,3 +474,35 @@ V7_IMPORT_LEDGER: tuple[str, ...] = (
     )
     """,
 )
+
+
+# Migration 8, the device subset (issue 9): ``record_uses`` counts what this device's own
+# retrieval returned, reported to the cloud with the next pull (``reported`` = the part
+# already sent); ``subset_entries`` says why the cloud put a record in this device's
+# subset; ``deferred_evictions`` holds records that left the subset while an operation on
+# them was still queued (they leave once the queue is sent). Ids, counts and times only.
+V8_SUBSET: tuple[str, ...] = (
+    """
+    CREATE TABLE record_uses (
+        record_id TEXT PRIMARY KEY,
+        uses INTEGER NOT NULL CHECK (uses >= 0),
+        reported INTEGER NOT NULL DEFAULT 0 CHECK (reported >= 0),
+        last_used_at TEXT NOT NULL
+    ) WITHOUT ROWID
+    """,
+    """
+    CREATE TABLE subset_entries (
+        record_id TEXT PRIMARY KEY,
+        reason TEXT NOT NULL,
+        entered_at TEXT NOT NULL
+    ) WITHOUT ROWID
+    """,
+    """
+    CREATE TABLE deferred_evictions (
+        record_id TEXT PRIMARY KEY,
+        episode_ids TEXT NOT NULL,
+        artifact_ids TEXT NOT NULL,
+        left_at TEXT NOT NULL
+    ) WITHOUT ROWID
+    """,
+)

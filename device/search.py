@@ -112,16 +112,24 @@ def index(db: Database, items: Sequence[tuple[str, int, RecordContent]]) -> None
     _bump(db)
 
 
-def stale(db: Database, record_ids: Iterable[str] | None = None) -> list[tuple[str, int]]:
-    """Records whose index does not hold their current version (or another model's vector)."""
+def stale(
+    db: Database,
+    record_ids: Iterable[str] | None = None,
+    *,
+    other_models: bool = True,
+    limit: int | None = None,
+) -> list[tuple[str, int]]:
+    """Records whose index does not hold their current version, or (``other_models``)
+    whose vector another embedding model made."""
     model_id = default_embedder().model_id
+    another = "OR v.model_id != ?" if other_models else "AND ? IS NOT NULL"
     sql = (
         "SELECT r.record_id, r.current_version FROM records r "
         "LEFT JOIN record_search s ON s.record_id = r.record_id "
         "LEFT JOIN record_vectors v ON v.record_id = r.record_id "
         "WHERE r.lifecycle != ? AND r.current_version IS NOT NULL AND ("
         "s.version IS NULL OR s.version != r.current_version OR v.model_id IS NULL "
-        "OR v.model_id != ?)"
+        f"{another})"
     )
     params: list[Any] = [FORGOTTEN, model_id]
     if record_ids is not None:
@@ -130,13 +138,24 @@ def stale(db: Database, record_ids: Iterable[str] | None = None) -> list[tuple[s
             return []
         sql += f" AND r.record_id IN ({','.join('?' for _ in wanted)})"
         params.extend(wanted)
-    return [(row[0], int(row[1])) for row in db.all(sql + " ORDER BY r.record_id", params)]
+    sql += " ORDER BY r.record_id"
+    if limit is not None:
+        sql += f" LIMIT {int(limit)}"
+    return [(row[0], int(row[1])) for row in db.all(sql, params)]
 
 
-def catch_up(db: Database, record_ids: Iterable[str] | None = None) -> int:
-    """Index what is stale (all records, or the ones named); the caller holds the tx."""
+def catch_up(
+    db: Database,
+    record_ids: Iterable[str] | None = None,
+    *,
+    other_models: bool = True,
+    limit: int | None = None,
+) -> int:
+    """Index what is stale (all records, or the ones named; at most ``limit``); the
+    caller holds the transaction. Returns how many records were looked at."""
     items = []
-    for record_id, version in stale(db, record_ids):
+    looked = stale(db, record_ids, other_models=other_models, limit=limit)
+    for record_id, version in looked:
         row = store.version_row(db, record_id, version)
         if row is None:
             continue
@@ -147,7 +166,7 @@ def catch_up(db: Database, record_ids: Iterable[str] | None = None) -> int:
             continue
         items.append((record_id, version, content))
     index(db, items)
-    return len(items)
+    return len(looked)
 
 
 # --- reading -----------------------------------------------------------------------

@@ -11,6 +11,10 @@ Invariants:
   shredded episode and artifact leaves a tombstone, so a later pull can never bring
   any of them back.
 - The caller checkpoints the WAL (``Database.checkpoint``) after the commit.
+- Eviction (``evict_record``: the record left this device's subset) removes keys and
+  derived rows exactly like a forget, but leaves no skeleton and no tombstone: the
+  record is still in the cloud and may come back. It never touches a device-only
+  record, nor one with queued operations (the caller defers it until they are sent).
 """
 
 from __future__ import annotations
@@ -36,6 +40,25 @@ class Shredded:
 def _marks(items: Iterable[str]) -> tuple[str, list[str]]:
     values = sorted(items)
     return ",".join("?" for _ in values), values
+
+
+def _drop_record_rows(db: Database, record_id: str) -> None:
+    """The record's sealed versions and every row derived from or about it: search
+    rows and vectors, subject index, derivation edges, state history, its use count,
+    why it is in the subset, a parked leave. The caller holds the permits."""
+    search.drop(db, record_id)
+    for sql in (
+        "DELETE FROM subject_index WHERE record_id = ?",
+        "DELETE FROM record_events WHERE record_id = ?",
+        "DELETE FROM record_versions WHERE record_id = ?",
+        "DELETE FROM subset_entries WHERE record_id = ?",
+        "DELETE FROM record_uses WHERE record_id = ?",
+        "DELETE FROM deferred_evictions WHERE record_id = ?",
+    ):
+        db.execute(sql, (record_id,))
+    db.execute(
+        "DELETE FROM derivations WHERE parent_id = ? OR child_id = ?", (record_id, record_id)
+    )
 
 
 def shred_record(
@@ -78,13 +101,7 @@ def shred_record(
 
     ep_marks, ep_values = _marks(result.episode_ids)
     key_marks, key_values = _marks(result.key_ids)
-    search.drop(db, record_id)
-    db.execute("DELETE FROM subject_index WHERE record_id = ?", (record_id,))
-    db.execute(
-        "DELETE FROM derivations WHERE parent_id = ? OR child_id = ?", (record_id, record_id)
-    )
-    db.execute("DELETE FROM record_events WHERE record_id = ?", (record_id,))
-    db.execute("DELETE FROM record_versions WHERE record_id = ?", (record_id,))
+    _drop_record_rows(db, record_id)
     if ep_values:
         db.execute(f"DELETE FROM episodes WHERE episode_id IN ({ep_marks})", ep_values)
     if key_values:
@@ -117,6 +134,114 @@ def shred_record(
     for kind, item in permits:
         db.execute("DELETE FROM shred_permits WHERE kind = ? AND item_id = ?", (kind, item))
     return result
+
+
+def _unshared_keys(db: Database, keys: Iterable[str]) -> list[str]:
+    """The keys no row still uses but the items being removed (those with a permit)."""
+    out = []
+    for key_id in sorted(set(keys)):
+        used = db.one(
+            "SELECT 1 FROM record_versions WHERE key_id = ? AND record_id NOT IN "
+            "(SELECT item_id FROM shred_permits WHERE kind = 'record') "
+            "UNION ALL SELECT 1 FROM episodes WHERE key_id = ? AND episode_id NOT IN "
+            "(SELECT item_id FROM shred_permits WHERE kind = 'episode') "
+            "UNION ALL SELECT 1 FROM artifacts WHERE key_id = ? AND artifact_id NOT IN "
+            "(SELECT item_id FROM shred_permits WHERE kind = 'artifact') LIMIT 1",
+            (key_id, key_id, key_id),
+        )
+        if used is None:
+            out.append(key_id)
+    return out
+
+
+def evictable(db: Database, record_id: str) -> bool:
+    """Whether the record may leave now: held, not device-only, nothing of it queued."""
+    row = store.record_row(db, record_id)
+    if row is None or row["lifecycle"] == FORGOTTEN or row["device_only"]:
+        return False
+    return db.one("SELECT 1 FROM op_queue WHERE record_id = ? LIMIT 1", (record_id,)) is None
+
+
+def evict_record(
+    db: Database,
+    record_id: str,
+    *,
+    episode_ids: Iterable[str] = (),
+    artifact_ids: Iterable[str] = (),
+) -> bool:
+    """Remove a record that left this device's subset, with the source episodes and
+    artifacts the cloud named as held for no other record of the subset: their keys
+    and every derived row, like a forget, but no skeleton and no tombstone. Returns
+    False (and removes nothing) when it may not leave now (``evictable``). Must run
+    inside ``db.atomic()``."""
+    if not db.in_transaction:
+        raise RuntimeError("evicting must run inside Database.atomic()")
+    if not evictable(db, record_id):
+        return False
+    episodes = [
+        e
+        for e in sorted(set(episode_ids))
+        if (row := store.episode_row(db, e)) is not None
+        and not row["device_only"]
+        and db.one("SELECT 1 FROM op_queue WHERE episode_id = ? LIMIT 1", (e,)) is None
+    ]
+    artifacts = [
+        a
+        for a in sorted(set(artifact_ids))
+        if db.one("SELECT 1 FROM artifacts WHERE artifact_id = ?", (a,)) is not None
+    ]
+    keys = {row["key_id"] for row in store.versions_of(db, record_id)}
+    ep_marks, ep_values = _marks(episodes)
+    art_marks, art_values = _marks(artifacts)
+    if ep_values:
+        keys.update(
+            r["key_id"]
+            for r in db.all(
+                f"SELECT key_id FROM episodes WHERE episode_id IN ({ep_marks})", ep_values
+            )
+        )
+    if art_values:
+        keys.update(
+            r["key_id"]
+            for r in db.all(
+                f"SELECT key_id FROM artifacts WHERE artifact_id IN ({art_marks})", art_values
+            )
+        )
+    permits = (
+        [("record", record_id)]
+        + [("episode", e) for e in episodes]
+        + [("artifact", a) for a in artifacts]
+    )
+    for kind, item in permits:
+        db.execute(
+            "INSERT OR IGNORE INTO shred_permits (kind, item_id) VALUES (?, ?)", (kind, item)
+        )
+    dead_keys = _unshared_keys(db, keys)
+    for key_id in dead_keys:
+        db.execute(
+            "INSERT OR IGNORE INTO shred_permits (kind, item_id) VALUES ('key', ?)", (key_id,)
+        )
+
+    _drop_record_rows(db, record_id)
+    for table in ("receipts", "local_receipts"):
+        db.execute(
+            f"DELETE FROM {table} WHERE record_id = ? OR episode_id IN ({ep_marks or 'NULL'})",
+            [record_id, *ep_values],
+        )
+    if ep_values:
+        db.execute(f"DELETE FROM episodes WHERE episode_id IN ({ep_marks})", ep_values)
+        candidates.drop_for_episodes(db, ep_values)
+    if art_values:
+        db.execute(f"DELETE FROM artifacts WHERE artifact_id IN ({art_marks})", art_values)
+        db.execute(f"DELETE FROM derivations WHERE child_id IN ({art_marks})", art_values)
+        db.execute(f"DELETE FROM local_receipts WHERE artifact_id IN ({art_marks})", art_values)
+    db.execute("DELETE FROM records WHERE record_id = ?", (record_id,))
+    key_marks, key_values = _marks(dead_keys)
+    if key_values:
+        db.execute(f"DELETE FROM data_keys WHERE key_id IN ({key_marks})", key_values)
+    for kind, item in [*permits, *(("key", k) for k in dead_keys)]:
+        db.execute("DELETE FROM shred_permits WHERE kind = ? AND item_id = ?", (kind, item))
+    return True
 
 
 def retire_version(db: Database, record_id: str, version: int) -> None:
@@ -242,7 +367,8 @@ _WIPED_TABLES = (
     "op_queue", "receipts", "local_receipts", "pending_acks", "candidates",
     "ended_conversations", "device_only_classes", "subject_index", "derivations",
     "record_events", "record_search", "record_vectors", "projects", "forgotten_episodes",
-    "forgotten_artifacts", "records", "resync_seen",
+    "forgotten_artifacts", "records", "resync_seen", "record_uses", "subset_entries",
+    "deferred_evictions",
 )  # fmt: skip
 
 

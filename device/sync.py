@@ -40,6 +40,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from device import candidates, catalog, effects, faults, provisional, search, shred, store
+from device import subset as subset_of
 from device.client import CloudClient
 from device.db import Database
 from device.errors import ChangeDoesNotOpen, ServerError, ServerRefused
@@ -55,6 +56,7 @@ from device.views import SyncReport
 from protocol.errors import SealError
 from protocol.messages import (
     MAX_PULL_PAGE,
+    SUBSET_SINCE,
     AckRequest,
     AckResponse,
     ArtifactChange,
@@ -68,7 +70,9 @@ from protocol.messages import (
     PushRequest,
     PushResponse,
     RecordStateChange,
+    RecordUse,
     RecordVersionChange,
+    SubsetChange,
 )
 from protocol.model import ArtifactContent, LifecycleState, RecordContent
 from protocol.operations import MAX_OPS_PER_PUSH, OPERATION_ADAPTER, Receipt, ReceiptStatus
@@ -142,6 +146,7 @@ class SyncSession:
         # fresh data keys for this device's own versions the cloud numbers otherwise
         self.random_bytes = random_bytes
         self.report = SyncReport()
+        self._reported: list[RecordUse] = []  # uses the pull in flight reports
         # live items the last resync of this session did not see but kept (pending,
         # queued): a duplicate receipt for one means the cloud had it and forgot it
         self._kept_unseen: set[tuple[str, str]] = set()
@@ -151,6 +156,7 @@ class SyncSession:
     def run(self) -> SyncReport:
         self.send_acks()
         self.push()
+        self.evict_deferred()
         self.pull()
         self.report.closing = self.client.closing
         return self.report
@@ -337,6 +343,29 @@ class SyncSession:
             # The local effect stands until the server's record_state says otherwise.
             store.note_refusal(self.db, row["record_id"], f"{kind} {reason}")
 
+    # --- the subset ---------------------------------------------------------------------
+
+    def evict_deferred(self) -> None:
+        """Records that left the subset while an operation on them was queued leave now
+        that the queue was sent."""
+        with self.db.atomic():
+            done = subset_of.evict_deferred(self.db)
+        if done:
+            self.report.left.extend(done)
+            self.db.checkpoint()
+
+    def _subset_change(self, change: SubsetChange) -> None:
+        at = change.at.isoformat()
+        if change.entered:
+            subset_of.entered(self.db, change.record_id, change.reason or "chosen", at)
+            self.report.entered.append(change.record_id)
+        elif subset_of.leave(
+            self.db, change.record_id, change.episode_ids, change.artifact_ids, at
+        ):
+            self.report.left.append(change.record_id)
+        elif subset_of.deferred(self.db).count(change.record_id):
+            self.report.left_later.append(change.record_id)
+
     # --- pull ------------------------------------------------------------------------
 
     def pull(self) -> None:
@@ -359,15 +388,21 @@ class SyncSession:
         self.send_acks()
 
     def _pull_page(self, cursor: str | None) -> PullResponse:
-        return self.client.post(
-            "/v1/pull", PullRequest(cursor=cursor, limit=MAX_PULL_PAGE), PullResponse
-        )
+        uses = subset_of.unreported(self.db)
+
+        def request(version: int) -> PullRequest:
+            self._reported = uses if version >= SUBSET_SINCE else []
+            return PullRequest(cursor=cursor, limit=MAX_PULL_PAGE, used=self._reported)
+
+        return self.client.post("/v1/pull", request, PullResponse)
 
     def _apply_page(self, page: PullResponse, *, resyncing: bool) -> None:
         """Apply one page and move the cursor (a resync notes what it saw instead) in
         one local transaction; checkpoint the WAL after it if anything was shredded."""
-        shredded_before = len(self.report.shredded)
+        shredded_before = len(self.report.shredded) + len(self.report.left)
         with self.db.atomic():
+            subset_of.mark_reported(self.db, self._reported)
+            self._reported = []
             private_key = load_private_key(store.get_meta(self.db).private_key)
             for change in page.changes:
                 self._apply_change(change, private_key)
@@ -382,7 +417,7 @@ class SyncSession:
             else:
                 store.set_cursor(self.db, page.cursor)
         self.report.pulled += len(page.changes)
-        if len(self.report.shredded) > shredded_before:
+        if len(self.report.shredded) + len(self.report.left) > shredded_before:
             self.db.checkpoint()
 
     # --- resync ----------------------------------------------------------------------
@@ -460,6 +495,8 @@ class SyncSession:
             catalog.set_project(self.db, change.project, change.open, change.at.isoformat())
         elif isinstance(change, KeyDestruction):
             self._key_destruction(change)
+        elif isinstance(change, SubsetChange):
+            self._subset_change(change)
 
     def _context(self) -> effects.Context:
         return effects.Context(

@@ -50,6 +50,7 @@ class RecallHit:
     current: bool = False  # the newer record of a supersedes pair
     lexical: float = 0.0
     vector: float = 0.0
+    from_cloud: bool = False  # a cloud answer's line this device does not hold
 
 
 @dataclass(frozen=True, slots=True)
@@ -184,6 +185,12 @@ class SyncReport:
     closing: str | None = None
     # the service closed and takes no writes: the push was held (the queue stays), why
     push_held: str | None = None
+    # the device subset (protocol 3): records that entered it, that left it (evicted:
+    # still in the cloud, never forgotten), and that left with an operation still queued
+    # (evicted once it is sent)
+    entered: list[str] = field(default_factory=list)
+    left: list[str] = field(default_factory=list)
+    left_later: list[str] = field(default_factory=list)
 
 
 @dataclass(frozen=True, slots=True)

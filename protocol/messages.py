@@ -45,6 +45,7 @@ from protocol.model import (
 )
 from protocol.operations import MAX_OPS_PER_PUSH, Receipt
 from protocol.retrieval.task import Relation
+from protocol.subset import SubsetPolicy, SubsetView
 from protocol.version import (
     PROTOCOL_VERSION,
     SUPPORTED_VERSIONS,
@@ -89,6 +90,7 @@ class ErrorCode(StrEnum):
     STRONG_AUTH_REQUIRED = "strong_auth_required"  # no account key, or a bad proof
     EXPORT_ID_USED = "export_id_used"  # 409: an export id starts one export only
     EXPORT_UNAVAILABLE = "export_unavailable"  # 503: a store it needs cannot be read
+    PIN_REFUSED = "pin_refused"  # 409 (protocol 3): forgotten record, or too many pins
 
 
 class ErrorBody(Envelope):
@@ -221,6 +223,27 @@ class EpisodeChange(WireModel):
     sealed_key: B64Bytes
 
 
+class SubsetChange(WireModel):
+    """A record entered or left this device's subset (protocol 3 on; ``protocol.subset``).
+
+    An entering record's content (versions, source episodes, artifacts, state) comes
+    in the same page, before this change. A record that left is removed from the
+    device like a forgotten one (keys and every derived row), but it stays in the
+    cloud and may come back: leaving the subset is never a forget.
+    """
+
+    kind: Literal["subset"] = "subset"
+    seq: int
+    record_id: RecordId
+    entered: bool
+    reason: str | None = None  # why it entered (``protocol.subset.Reason``)
+    # on a leave: the record's source episodes and artifacts no record the device keeps
+    # needs any more, which leave with it
+    episode_ids: list[EpisodeId] = []
+    artifact_ids: list[ArtifactId] = []
+    at: UtcDatetime
+
+
 class KeyDestruction(WireModel):
     """The keys of a forgotten record and everything derived from it are gone.
 
@@ -245,18 +268,35 @@ AnyChange = (
     | ArtifactChange
     | ProjectChange
     | KeyDestruction
+    | SubsetChange
 )
 Change = Annotated[AnyChange, Field(discriminator="kind")]
 CHANGE_ADAPTER: TypeAdapter[AnyChange] = TypeAdapter(Change)
 
 
+MAX_USES_PER_PULL = 1000
+
+
+class RecordUse(WireModel):
+    """The device's running count: its retrieval (on the device, or asking the cloud)
+    returned this record ``uses`` times in all, the last at ``last_used_at``. A count
+    is never lowered, so a report sent twice (or replayed) changes nothing."""
+
+    record_id: RecordId
+    uses: Annotated[int, Field(ge=1, le=1_000_000)]
+    last_used_at: UtcDatetime
+
+
 class PullRequest(Envelope):
     """``wait`` (protocol 2 on): when nothing follows the cursor, the cloud may hold the
-    request open up to ``wait`` seconds until the space changes (a live pull)."""
+    request open up to ``wait`` seconds until the space changes (a live pull).
+    ``used`` (protocol 3 on): the running use counts that moved since the device's
+    last pull, which the subset policy's "used often or recently" rules read."""
 
     cursor: str | None = None
     limit: Annotated[int, Field(ge=1, le=MAX_PULL_PAGE)] = 200
     wait: Annotated[float, Since(2), Field(ge=0, le=MAX_PULL_WAIT, allow_inf_nan=False)] = 0.0
+    used: Annotated[list[RecordUse], Since(3), Field(max_length=MAX_USES_PER_PULL)] = []
 
 
 class PullResponse(Envelope):
@@ -476,3 +516,27 @@ def parse_closing_header(value: str) -> tuple[datetime, datetime] | None:
 
 def _iso(at: datetime) -> str:
     return at.astimezone(UTC).isoformat().replace("+00:00", "Z")
+
+
+# --- the device subset (protocol 3 on; ``protocol.subset``) ------------------------------
+
+SUBSET_SINCE = 3  # the protocol version the device subset and its routes came with
+
+
+class SubsetPolicyRequest(Envelope):
+    """``POST /v1/subset/policy``: replace the calling device's subset policy."""
+
+    policy: SubsetPolicy
+
+
+class PinRequest(Envelope):
+    """``POST /v1/subset/pins``: pin a record to the calling device (``pinned: false``
+    unpins it). A pinned record is kept on the device whatever the rules say, within
+    the budget, unless it is "only for" an area the device is not for."""
+
+    record_id: RecordId
+    pinned: bool = True
+
+
+class SubsetResponse(Envelope):
+    subset: SubsetView

@@ -21,7 +21,7 @@ from simulator.errors import SimulatorError
 from simulator.report import Check, ScenarioReport, StepState, render_checks, render_step
 from simulator.stores import check_store, cloud_for
 
-SCENARIOS = ("forget-propagation", "writing", "account-end")
+SCENARIOS = ("forget-propagation", "writing", "account-end", "device-subset")
 RATE_FLAGS = {
     "remember": "--remember-rate",
     "offline": "--offline-rate",
@@ -127,7 +127,8 @@ def build_parser() -> argparse.ArgumentParser:
 
     demo = sub.add_parser(
         "demo",
-        help="the main job: the forget-propagation, writing and account-end scenarios on an "
+        help="the main job: the forget-propagation, writing, account-end and device-subset "
+        "scenarios on an "
         "embedded SQLite cloud",
     )
     demo.add_argument("--json", action="store_true", help="print the report as JSON")
@@ -138,7 +139,7 @@ def build_parser() -> argparse.ArgumentParser:
 def run_scenario(
     scenario: str, store: str, folder: Path, emit: object = None, quiet: bool = False
 ) -> ScenarioReport:
-    from simulator.scenarios import account_end, forget_propagation, writing
+    from simulator.scenarios import account_end, device_subset, forget_propagation, writing
 
     cloud = cloud_for(store, folder / "cloud")
 
@@ -150,6 +151,7 @@ def run_scenario(
         "forget-propagation": forget_propagation.run,
         "writing": writing.run,
         "account-end": account_end.run,
+        "device-subset": device_subset.run,
     }
     names = list(plays) if scenario == "all" else [scenario]
     with cloud:

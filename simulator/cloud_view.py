@@ -98,5 +98,13 @@ class CloudView:
                 out.setdefault(forget.record_id, set()).update(p.device_id for p in forget.pending)
         return out
 
+    def subset(self, space_id: str, device_id: str) -> set[str] | None:
+        """The records the cloud chose for (or saw written by) the device; None when it
+        has no subset (a protocol-1/2 device mirrors the whole space)."""
+        with self.operator.store.session(space_id) as s:
+            if s.subset_state(space_id, device_id) is None:
+                return None
+            return set(s.subset_members(space_id, device_id))
+
     def forgotten_record_ids(self, space_id: str) -> set[str]:
         return {f.record_id for f in self.operator.pending(space_id).forgets if f.record_id}

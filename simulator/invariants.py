@@ -9,7 +9,9 @@ says so in its detail (e.g. "0 concurrent edit(s)"); it never pretends it saw mo
 
 The checks:
 
-- ``converged``: every device that synced last equals the cloud's view of its subset
+- ``converged``: every device that synced last equals the cloud's view of its subset:
+  it holds every record the cloud chose for it (``subset_members``; the whole space
+  for a protocol-1/2 device) and no other live record, each exactly as the cloud has it
   (its queue is empty; every record it holds has the cloud's lifecycle, current
   version, flags and version texts; it holds every live record of its space).
 - ``no_acknowledged_op_lost``: every op a device queued has a cloud receipt stored on
@@ -134,12 +136,24 @@ def converged(
         if queued:
             problems.append(f"{who} still queues {queued} op(s)")
         mine = {v.record_id: v for v in handle.agent.list_records()}
+        assert handle.agent.device_id is not None
+        subset = view.subset(space, handle.agent.device_id)
         for record_id, record in cloud.items():
-            if not record.forgotten and record_id not in mine:
+            wanted = subset is None or record_id in subset
+            if wanted and not record.forgotten and record_id not in mine:
                 problems.append(f"{who} lacks record {record_id} (cloud: {record.lifecycle})")
         for record_id, local in sorted(mine.items()):
             records_compared += 1
             theirs = cloud.get(record_id)
+            if (
+                subset is not None
+                and record_id not in subset
+                and theirs is not None
+                and not theirs.forgotten
+                and not local.device_only
+            ):
+                problems.append(f"{who} holds record {record_id}, which is not in its subset")
+                continue
             if theirs is None:
                 # forgotten on its own device before it ever reached the cloud
                 if local.lifecycle != FORGOTTEN or local.text is not None:

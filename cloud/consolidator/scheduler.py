@@ -1,5 +1,6 @@
-"""The worker process: APScheduler 3 runs the session-end job every few seconds and the
-daily job once a day (``memsync cloud worker``).
+"""The worker process: APScheduler 3 runs the session-end job every few seconds, the
+reindex job every minute (vectors of a new embedding model are rebuilt in the
+background) and the daily job once a day (``memsync cloud worker``).
 
 Invariants:
 - SIGTERM/SIGINT stop the worker between items: the item in hand is finished, the
@@ -35,6 +36,7 @@ log = logging.getLogger("memsync.consolidator")
 CRASH_ENV = "MEMSYNC_WORKER_CRASH_AFTER"
 CRASH_POINTS = ("claim", "apply")
 SESSION_END_SECONDS = 5.0
+REINDEX_SECONDS = 60.0
 DAILY_AT = (3, 0)  # 03:00 UTC
 
 
@@ -58,11 +60,22 @@ def crash_hook(environ: Mapping[str, str] = os.environ) -> Callable[[str], None]
 class OnceReport:
     session_end: RunReport
     daily: RunReport
+    reindexed: int = 0
 
 
 def run_once(consolidator: Consolidator) -> OnceReport:
-    """Both jobs once: the session-end job, then the daily job (with the time job)."""
-    return OnceReport(consolidator.run_session_end(), consolidator.run_daily())
+    """Each job once: the session-end job, the daily job (with the time job), reindex."""
+    session_end, daily = consolidator.run_session_end(), consolidator.run_daily()
+    return OnceReport(session_end, daily, consolidator.service.reindex())
+
+
+def _reindex(consolidator: Consolidator) -> Callable[[], None]:
+    def job() -> None:
+        indexed = consolidator.service.reindex()
+        if indexed:
+            log.info("reindex job: %d record(s) indexed", indexed)
+
+    return job
 
 
 def _job(name: str, run: Callable[[], RunReport]) -> Callable[[], None]:
@@ -90,6 +103,14 @@ def run_forever(
         max_instances=1,
         coalesce=True,
         next_run_time=datetime.now(UTC),
+    )
+    scheduler.add_job(
+        _reindex(consolidator),
+        IntervalTrigger(seconds=REINDEX_SECONDS, timezone=UTC),
+        id="reindex",
+        name="reindex",
+        max_instances=1,
+        coalesce=True,
     )
     hour, minute = daily_at
     scheduler.add_job(

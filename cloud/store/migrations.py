@@ -420,6 +420,68 @@ def _v11_exports(conn: Connection) -> None:
     conn.exec_driver_sql(_EXPORTS.format(**_TYPES[conn.dialect.name]))
 
 
+# Issue 9's device subset (``cloud.subset``): each device's policy and pins, what the
+# cloud chose for it, the enters and leaves it has not yet confirmed, and how often
+# each record was used. Ids, times, counts and rule settings only: no content.
+SUBSET_MIGRATION = 12
+_SUBSET = """
+CREATE TABLE subset_policies (
+    space_id TEXT NOT NULL REFERENCES spaces(space_id),
+    device_id TEXT NOT NULL,
+    policy TEXT NOT NULL,
+    updated_at {ts} NOT NULL,
+    PRIMARY KEY (space_id, device_id)
+);
+CREATE TABLE subset_pins (
+    space_id TEXT NOT NULL REFERENCES spaces(space_id),
+    device_id TEXT NOT NULL,
+    record_id TEXT NOT NULL,
+    pinned_at {ts} NOT NULL,
+    PRIMARY KEY (space_id, device_id, record_id)
+);
+CREATE TABLE subset_members (
+    space_id TEXT NOT NULL REFERENCES spaces(space_id),
+    device_id TEXT NOT NULL,
+    record_id TEXT NOT NULL,
+    PRIMARY KEY (space_id, device_id, record_id)
+);
+CREATE TABLE subset_log (
+    space_id TEXT NOT NULL REFERENCES spaces(space_id),
+    device_id TEXT NOT NULL,
+    gen {bigint} NOT NULL,
+    record_id TEXT NOT NULL,
+    entered BOOLEAN NOT NULL,
+    reason TEXT,
+    at {ts} NOT NULL,
+    PRIMARY KEY (space_id, device_id, gen)
+);
+CREATE TABLE subset_state (
+    space_id TEXT NOT NULL REFERENCES spaces(space_id),
+    device_id TEXT NOT NULL,
+    gen {bigint} NOT NULL,
+    evaluated_seq {bigint} NOT NULL,
+    evaluated_at {ts} NOT NULL,
+    summary TEXT NOT NULL,
+    PRIMARY KEY (space_id, device_id)
+);
+CREATE TABLE record_uses (
+    space_id TEXT NOT NULL REFERENCES spaces(space_id),
+    device_id TEXT NOT NULL,
+    record_id TEXT NOT NULL,
+    uses {bigint} NOT NULL,
+    last_used_at {ts} NOT NULL,
+    PRIMARY KEY (space_id, device_id, record_id)
+)
+"""
+
+
+def _v12_subset(conn: Connection) -> None:
+    """The device subset: policies, pins, members, the unconfirmed enter/leave log, each
+    device's evaluation state, and record use counts."""
+    for statement in _split(_SUBSET.format(**_TYPES[conn.dialect.name])):
+        conn.exec_driver_sql(statement)
+
+
 @dataclass(frozen=True)
 class Migration:
     version: int
@@ -439,6 +501,7 @@ MIGRATIONS: tuple[Migration, ...] = (
     Migration(9, "version_authors", _v9_version_authors),
     Migration(10, "account_end", _v10_account_end),
     Migration(EXPORTS_MIGRATION, "exports", _v11_exports),
+    Migration(SUBSET_MIGRATION, "device_subset", _v12_subset),
 )
 
 _CREATE_MIGRATIONS = {

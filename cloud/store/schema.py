@@ -187,6 +187,71 @@ holdings = Table(
     Column("item_id", Text, primary_key=True),
 )
 
+# --- the device subset (migration 12; ``cloud.subset``) ---------------------------------
+
+subset_policies = Table(
+    "subset_policies",
+    metadata,
+    Column("space_id", Text, primary_key=True),
+    Column("device_id", Text, primary_key=True),
+    Column("policy", Text, nullable=False),  # SubsetPolicy JSON: rules and budget, no content
+    Column("updated_at", UtcDateTime, nullable=False),
+)
+
+subset_pins = Table(
+    "subset_pins",
+    metadata,
+    Column("space_id", Text, primary_key=True),
+    Column("device_id", Text, primary_key=True),
+    Column("record_id", Text, primary_key=True),
+    Column("pinned_at", UtcDateTime, nullable=False),
+)
+
+# the records the cloud last chose for (or saw written by) each device
+subset_members = Table(
+    "subset_members",
+    metadata,
+    Column("space_id", Text, primary_key=True),
+    Column("device_id", Text, primary_key=True),
+    Column("record_id", Text, primary_key=True),
+)
+
+# enters and leaves not yet confirmed by the device (its pull cursor passed them)
+subset_log = Table(
+    "subset_log",
+    metadata,
+    Column("space_id", Text, primary_key=True),
+    Column("device_id", Text, primary_key=True),
+    Column("gen", BigInteger, primary_key=True),
+    Column("record_id", Text, nullable=False),
+    Column("entered", Boolean, nullable=False),
+    Column("reason", Text),
+    Column("at", UtcDateTime, nullable=False),
+)
+
+subset_state = Table(
+    "subset_state",
+    metadata,
+    Column("space_id", Text, primary_key=True),
+    Column("device_id", Text, primary_key=True),
+    Column("gen", BigInteger, nullable=False),  # the last subset_log gen given out
+    Column("evaluated_seq", BigInteger, nullable=False),  # -1: evaluate at the next pull
+    Column("evaluated_at", UtcDateTime, nullable=False),
+    Column("summary", Text, nullable=False),  # counts and left-out pins (JSON), no content
+)
+
+# each device's own running count of how often its retrieval returned a record (a
+# report never lowers it, so a replayed pull changes nothing)
+record_uses = Table(
+    "record_uses",
+    metadata,
+    Column("space_id", Text, primary_key=True),
+    Column("device_id", Text, primary_key=True),
+    Column("record_id", Text, primary_key=True),
+    Column("uses", BigInteger, nullable=False),
+    Column("last_used_at", UtcDateTime, nullable=False),
+)
+
 forget_events = Table(
     "forget_events",
     metadata,

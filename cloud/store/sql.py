@@ -59,6 +59,7 @@ from cloud.store.search import SearchQueries
 from cloud.store.sql_end import EndQueries
 from cloud.store.sql_export import ExportQueries
 from cloud.store.sql_memory import MemoryQueries, chunks
+from cloud.store.sql_subset import SubsetQueries
 from cloud.store.sql_work import WorkQueries
 
 _chunks = chunks
@@ -205,7 +206,9 @@ class SqlStore:
         self._engine.dispose()
 
 
-class SqlSession(MemoryQueries, SearchQueries, WorkQueries, ExportQueries, EndQueries):
+class SqlSession(
+    MemoryQueries, SearchQueries, WorkQueries, ExportQueries, EndQueries, SubsetQueries
+):
     """One transaction. Every method is scoped to the space it is handed."""
 
     def __init__(self, conn: Connection) -> None:

@@ -47,6 +47,7 @@ from device.errors import (
     UnknownRecord,
 )
 from device.importing import looks_like_package
+from device.subset import describe as describe_subset
 from device.ui.forms import Upload, read_form
 from device.ui.guard import (
     COOKIE,
@@ -58,12 +59,13 @@ from device.ui.guard import (
     local_path,
     same_origin,
 )
-from device.ui.presenting import STATES, day_of, grouped, shown
+from device.ui.presenting import STATES, day_of, grouped, held_because, shown
 from device.ui.rendering import TEMPLATES, page
 from device.views import RecordView
 from protocol.errors import ProtocolError
 from protocol.ids import is_id
 from protocol.model import ContentType, LifeArea, LifecycleState
+from protocol.subset import SubsetBudget, SubsetPolicy, SubsetRules
 
 FORGOTTEN_SENTENCE = "Permanently forgotten; it cannot be brought back."
 NOT_YET_SENT = "Not yet sent: this device is offline; the forget is queued"
@@ -250,6 +252,7 @@ def create_app(
             areas=[a.value for a in LifeArea],
             projects=projects,
             restriction=view.usage_restriction,
+            held_because=held_because(agent.held_because(record_id)),
         )
 
     @app.get("/records/{record_id}/forget")
@@ -324,6 +327,16 @@ def create_app(
             devices_note = "The cloud could not be reached, so the devices are not known now."
         except (NotEnrolled, NoCloud):
             devices_note = "This device is not enrolled with a cloud; it works on its own."
+        subset_policy: SubsetPolicy | None = None
+        if devices_note is None:
+            try:
+                view = agent.subset()
+                subset_lines = describe_subset(view).split("\n")
+                subset_policy = view.policy
+            except (Offline, ServerError, NotEnrolled, NoCloud):
+                subset_lines = [CLOUD_UNREACHABLE]
+        else:
+            subset_lines = [devices_note]
         return render(
             request,
             "settings.html",
@@ -333,6 +346,8 @@ def create_app(
             this_device=agent.device_id,
             devices_note=devices_note,
             pending=pending,
+            subset_lines=subset_lines,
+            subset_policy=subset_policy,
         )
 
     # --- actions -------------------------------------------------------------------
@@ -351,7 +366,68 @@ def create_app(
             f"refused {len(report.refused)}), pulled {report.pulled}, "
             f"forgot {len(report.shredded)} on this device."
         )
+        if report.entered or report.left:
+            text += (
+                f" {len(report.entered)} record(s) came to this device and "
+                f"{len(report.left)} left it (they are still in the cloud)."
+            )
         return back(request, target, text)
+
+    def online(request: Request, target: str, run: Callable[[], Any], done: str) -> Response:
+        """A change the cloud makes (the subset): the flash says it, or why not."""
+        try:
+            run()
+        except (Offline, ServerError):
+            return back(request, target, CLOUD_UNREACHABLE)
+        except (DeviceError, ProtocolError, ValueError) as exc:
+            return back(request, target, f"Not done: {exc}")
+        return back(request, target, done)
+
+    @app.post("/records/{record_id}/pin")
+    async def pin(request: Request, record_id: str) -> Response:
+        record_or_404(record_id)
+        return online(
+            request,
+            f"/records/{record_id}",
+            lambda: agent.pin(record_id),
+            "Kept on this device whatever the rules say (within its budget).",
+        )
+
+    @app.post("/records/{record_id}/unpin")
+    async def unpin(request: Request, record_id: str) -> Response:
+        record_or_404(record_id)
+        return online(
+            request,
+            f"/records/{record_id}",
+            lambda: agent.unpin(record_id),
+            "The rules decide again whether this device keeps it; if it leaves at the next "
+            "sync, it stays in the cloud.",
+        )
+
+    @app.post("/subset")
+    async def subset(request: Request) -> Response:
+        fields = form(request)
+
+        def run() -> None:
+            view = agent.subset()
+            budget = SubsetBudget(
+                max_records=int(fields.get("max_records", "")),
+                max_bytes=int(fields.get("max_megabytes", "")) * 1024 * 1024,
+            )
+            rules = view.policy.rules.model_copy(
+                update={"recent_days": int(fields.get("recent_days", ""))}
+            )
+            agent.set_subset_policy(
+                SubsetPolicy(rules=SubsetRules.model_validate(rules.model_dump()), budget=budget)
+            )
+
+        return online(
+            request,
+            "/settings",
+            run,
+            "Changed: what enters and leaves this device arrives with the next sync "
+            "(what leaves stays in the cloud).",
+        )
 
     @app.post("/records/{record_id}/correct")
     async def correct(request: Request, record_id: str) -> Response:

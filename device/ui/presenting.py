@@ -118,3 +118,22 @@ def grouped(records: Iterable[Shown]) -> list[Group]:
             area.projects.append(project)
         project.records.append(record)
     return list(areas.values())
+
+
+_HELD_BECAUSE = {
+    "pinned": "you pinned it here",
+    "behaviour_rule": "it is a behaviour rule in force",
+    "preference": "it is a preference in force",
+    "upcoming_event": "it is an upcoming event",
+    "for_now": "it is a \u201cfor now\u201d record in force",
+    "people": "it is about people in your life",
+    "frequent": "you use it often",
+    "recent": "it was learned, changed or used recently",
+}
+
+
+def held_because(reason: str | None) -> str:
+    """Why this device holds a record, in words (``protocol.subset.Reason``)."""
+    if reason is None:
+        return "This device holds it: it was written here, or held before its subset was chosen."
+    return f"This device keeps it because {_HELD_BECAUSE.get(reason, reason)}."

@@ -10,7 +10,7 @@ import base64
 import itertools
 import random
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -32,6 +32,7 @@ from protocol.messages import (
     PushResponse,
     RecordStateChange,
     RecordVersionChange,
+    SubsetChange,
 )
 from protocol.model import ArtifactContent, RecordContent
 from protocol.operations import ReceiptStatus
@@ -245,6 +246,7 @@ class Feed:
     projects: dict[str, bool]
     destroyed: list[KeyDestruction]
     kinds: list[str]
+    subset: list[SubsetChange] = field(default_factory=list)  # enters and leaves (protocol 3)
 
 
 def feed(service: CloudService, device: Device) -> Feed:
@@ -282,6 +284,8 @@ def feed(service: CloudService, device: Device) -> Feed:
             )
         elif isinstance(change, ProjectChange):
             out.projects[change.project] = change.open
+        elif isinstance(change, SubsetChange):
+            out.subset.append(change)
         else:
             assert isinstance(change, KeyDestruction)
             out.destroyed.append(change)

@@ -16,6 +16,7 @@ from nacl.public import PrivateKey, SealedBox
 from cloud.app import create_app
 from cloud.config import CloudConfig
 from cloud.service import CloudService
+from protocol.version import PROTOCOL_VERSION, SUPPORTED_VERSIONS
 from tests.cloud.conftest import SENTENCE, TYPED, Ops
 
 LIMIT = 64 * 1024
@@ -67,7 +68,7 @@ def _error(r: Any, status: int, code: str) -> str:
     assert r.status_code == status, r.text
     body = r.json()
     assert body["code"] == code
-    assert body["protocol_version"] == 1 and body["supported_versions"] == [1, 2]
+    assert body["protocol_version"] == 1 and body["supported_versions"] == list(SUPPORTED_VERSIONS)
     assert set(body) == {"protocol_version", "code", "message", "supported_versions"}
     message: str = body["message"]
     return message
@@ -76,7 +77,7 @@ def _error(r: Any, status: int, code: str) -> str:
 def test_health(client: TestClient) -> None:
     r = client.get("/v1/health")
     assert r.status_code == 200
-    assert r.json()["status"] == "ok" and r.json()["supported_versions"] == [1, 2]
+    assert r.json()["status"] == "ok" and r.json()["supported_versions"] == list(SUPPORTED_VERSIONS)
 
 
 def test_push_pull_ack_pending_and_record_over_http(client: TestClient, ops: Ops) -> None:
@@ -241,7 +242,7 @@ def test_unsupported_protocol_version_is_refused_by_its_version(
             400,
             "unsupported_protocol_version",
         )
-        assert "1 to 2" in message
+        assert f"1 to {PROTOCOL_VERSION}" in message
     _error(client.post("/v1/enroll", json=body), 400, "unsupported_protocol_version")
 
 
@@ -249,7 +250,8 @@ def test_version_seven_message_names_the_version(client: TestClient) -> None:
     message = _error(
         client.post("/v1/enroll", json={"protocol_version": 7}), 400, "unsupported_protocol_version"
     )
-    assert message == "protocol version 7 is not supported; this side accepts versions 1 to 2"
+    expected = f"this side accepts versions 1 to {PROTOCOL_VERSION}"
+    assert message == f"protocol version 7 is not supported; {expected}"
 
 
 def test_malformed_bodies(client: TestClient) -> None:

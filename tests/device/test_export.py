@@ -39,6 +39,7 @@ from protocol.export.stream import StreamSealer
 from protocol.export.view import escape
 from protocol.messages import ErrorCode
 from protocol.model import Episode, Sensitivity, Skeleton
+from protocol.version import PROTOCOL_VERSION
 from tests.device.conftest import MakeAgent
 from tests.device.export_cloud import (
     EXPORTED_AT,
@@ -391,7 +392,7 @@ def test_an_older_cloud_is_spoken_to_in_its_version(
 ) -> None:
     exporter.only_version_1 = True
     result = agent.export(out, ACCOUNT)
-    assert exporter.versions_seen == [2, 1] and agent.protocol_version == 1
+    assert exporter.versions_seen == [PROTOCOL_VERSION, 1] and agent.protocol_version == 1
     assert result.package_path.exists() and len(exporter.sent) == 1
 
 

@@ -129,6 +129,7 @@ def test_migrations_recorded_and_idempotent(make_agent: MakeAgent) -> None:
         (5, "sync under fire: resync marker and wipe confirmation"),
         (6, "indexes on the columns that reference data keys"),
         (7, "the import ledger: export packages imported once"),
+        (8, "the device subset: uses, reasons, deferred evictions"),
     ]
     agent.close()
     again = DeviceAgent.open(agent.directory, PASSPHRASE, clock=TickingClock())

@@ -223,6 +223,9 @@ def _actions(h: Held) -> list[tuple[str, dict[str, str]]]:
         (f"/rules/{h.rule}/reject", {}),
         ("/temporary", {}),
         ("/export", {"account_passphrase": "x", "include_sensitive": "on"}),
+        (f"/records/{h.said}/pin", {}),
+        (f"/records/{h.said}/unpin", {}),
+        ("/subset", {"max_records": "1", "max_megabytes": "1", "recent_days": "0"}),
     ]
 
 

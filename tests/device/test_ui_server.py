@@ -183,3 +183,46 @@ def test_memsync_device_ui_prints_the_link_and_stops(
     monkeypatch.setattr(cli.webbrowser, "open", lambda url: pytest.fail(f"opened {url}"))
     assert cli.main(["device", "ui", "--dir", str(folder), "--no-open"]) == 0
     assert seen == [200]
+
+
+def test_the_page_shows_and_changes_what_this_device_keeps(
+    cloud: RunningCloud, tmp_path: Path
+) -> None:
+    fleet = Fleet(cloud, tmp_path / "devices")
+    try:
+        ada = fleet.add_user("ada")
+        phone = fleet.add_device(ada, "phone")
+        phone.agent.say(SAID, "c1")
+        record = phone.agent.remember(SAID, "c1").record_id
+        assert record is not None
+        phone.agent.sync()
+        with serve_ui(phone.agent) as ui:
+            http = _session(ui)
+            settings = html.unescape(http.get("/settings").text)
+            assert "This device keeps 1 record(s)" in settings
+            assert 'id="max-records"' in settings
+            page = html.unescape(http.get(f"/records/{record}").text)
+            assert "This device holds it: it was written here" in page
+            # no rule keeps it any more: at the next sync it leaves, still in the cloud
+            changed = _post(
+                http,
+                ui,
+                "/subset",
+                data={"max_records": "10", "max_megabytes": "1", "recent_days": "0"},
+            )
+            assert "what leaves stays in the cloud" in _flash(changed)
+            assert phone.agent.subset().policy.rules.recent_days == 0
+            synced = _post(http, ui, "/sync", data={"next": "/memory"})
+            assert "1 left it (they are still in the cloud)" in _flash(synced)
+            assert not phone.agent.holds(record)
+            assert http.get(f"/records/{record}").status_code == 404
+            # a pin (from another page of the app: the record is not held here) brings it back
+            phone.agent.pin(record)
+            phone.agent.sync()
+            page = html.unescape(http.get(f"/records/{record}").text)
+            assert "keeps it because you pinned it here" in page
+            unpinned = _post(http, ui, f"/records/{record}/unpin")
+            assert "The rules decide again" in _flash(unpinned)
+            assert phone.agent.subset().pins == []
+    finally:
+        fleet.close()

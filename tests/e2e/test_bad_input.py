@@ -12,6 +12,7 @@ import pytest
 from nacl.public import PrivateKey
 
 from protocol.ids import make_id
+from protocol.version import PROTOCOL_VERSION, SUPPORTED_VERSIONS
 from simulator.cloud_runner import RunningCloud
 from simulator.fleet import Fleet
 
@@ -58,12 +59,13 @@ def _changes(client: httpx.Client) -> list[dict[str, Any]]:
 
 def test_unknown_protocol_version_is_refused_naming_the_range(cloud: RunningCloud) -> None:
     client = _enroll(cloud, "ada")
-    for version in (0, 3, "one"):
+    for version in (0, PROTOCOL_VERSION + 1, "one"):
         response = client.post("/v1/push", json={"protocol_version": version, "ops": []})
         assert response.status_code == 400
         body = response.json()
         assert body["code"] == "unsupported_protocol_version"
-        assert "1 to 2" in body["message"] and body["supported_versions"] == [1, 2]
+        assert f"1 to {PROTOCOL_VERSION}" in body["message"]
+        assert body["supported_versions"] == list(SUPPORTED_VERSIONS)
 
 
 def test_malformed_op_is_refused_and_the_rest_of_the_batch_applies(cloud: RunningCloud) -> None:

@@ -9,6 +9,7 @@ import httpx
 import pytest
 
 from cloud.config import CloudConfig
+from protocol.version import SUPPORTED_VERSIONS
 from simulator.cloud_runner import RunningCloud
 from simulator.report import StepState
 from simulator.scenarios import forget_propagation
@@ -49,7 +50,7 @@ def test_cloud_is_really_listening_on_loopback(cloud: RunningCloud) -> None:
     assert cloud.url.startswith("http://127.0.0.1:")
     response = httpx.get(f"{cloud.url}/v1/health")
     assert response.status_code == 200
-    assert response.json()["supported_versions"] == [1, 2]
+    assert response.json()["supported_versions"] == list(SUPPORTED_VERSIONS)
 
 
 @pytest.mark.postgres

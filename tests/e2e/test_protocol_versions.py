@@ -27,7 +27,7 @@ from device.views import RecordView
 from protocol.messages import PullRequest, PullResponse
 from protocol.model import ContentType, EpistemicState, RecordContent
 from protocol.operations import Infer, Initiator
-from protocol.version import VersionRange
+from protocol.version import PROTOCOL_VERSION, VersionRange
 from simulator.cloud_runner import RunningCloud
 
 pytestmark = pytest.mark.e2e
@@ -184,8 +184,9 @@ def test_health_reports_the_configured_range(
 
 
 def test_a_cloud_range_this_code_does_not_speak_is_refused(tmp_path: Path) -> None:
-    with pytest.raises(ValueError, match="range 1 to 3 is not inside"):
-        _config("sqlite:///x.db", tmp_path, (1, 3))
+    beyond = PROTOCOL_VERSION + 1
+    with pytest.raises(ValueError, match=f"range 1 to {beyond} is not inside"):
+        _config("sqlite:///x.db", tmp_path, (1, beyond))
 
 
 def test_a_v1_device_against_the_v2_cloud_syncs_and_a_forget_propagates(
@@ -228,14 +229,14 @@ def test_a_v2_device_against_a_v1_range_cloud_negotiates_down_once_and_works(
     cloud = start_cloud((1, 1))
     space_id, code = cloud.operator.add_user("ada")
     phone = devices(cloud, "phone", None, code)
-    assert phone.agent.protocol_versions == (1, 2)
+    assert phone.agent.protocol_versions == (1, PROTOCOL_VERSION)
     phone.agent.say(TYPED, "c1")
     record_id = phone.agent.remember(NUMBER, "c1").record_id
     phone.agent.sync()
     phone.agent.sync()
 
     refused, *rest = phone.wire.log
-    assert refused.path == "/v1/enroll" and refused.sent["protocol_version"] == 2
+    assert refused.path == "/v1/enroll" and refused.sent["protocol_version"] == PROTOCOL_VERSION
     assert refused.status == 400 and refused.answer["code"] == "unsupported_protocol_version"
     assert refused.answer["supported_versions"] == [1, 1]
     assert rest[0].path == "/v1/enroll"  # the same request, retried once in version 1
@@ -291,8 +292,8 @@ def test_a_device_whose_range_does_not_overlap_is_refused_and_nothing_changes(
     with cloud.operator.store.session(space_id) as s:
         assert len(s.devices(space_id)) == devices_before
 
-    # The same user's current device still works against that cloud, in version 2.
-    current = devices(cloud, "laptop", None, cloud.operator.new_enrollment_code(space_id))
+    # The same user's version-2 device still works against that cloud, in version 2.
+    current = devices(cloud, "laptop", (1, 2), cloud.operator.new_enrollment_code(space_id))
     current.agent.sync()
     _assert_spoke_only(current.wire.log, 2)
     assert current.agent.live_pull
@@ -317,34 +318,53 @@ def _db_state(agent: DeviceAgent) -> list[Any]:
 def test_a_mixed_fleet_of_one_user_converges(
     start_cloud: Callable[[VersionRange], RunningCloud], devices: Callable[..., Device]
 ) -> None:
-    cloud = start_cloud((1, 2))
+    cloud = start_cloud((1, PROTOCOL_VERSION))
     space_id, code = cloud.operator.add_user("ada")
     old = devices(cloud, "old phone", (1, 1), code)
-    new = devices(cloud, "new laptop", None, cloud.operator.new_enrollment_code(space_id))
+    new = devices(cloud, "new laptop", (1, 2), cloud.operator.new_enrollment_code(space_id))
+    newest = devices(cloud, "newest tablet", None, cloud.operator.new_enrollment_code(space_id))
+    fleet = (old, new, newest)
 
     old.agent.say(TYPED, "c1")
     duluth = old.agent.remember(DULUTH, "c1").record_id
     new.agent.say(TYPED, "c2")
     number = new.agent.remember(NUMBER, "c2").record_id
     for _round in range(2):
-        old.agent.sync()
-        new.agent.sync()
+        for device in fleet:
+            device.agent.sync()
     assert {duluth, number} <= set(_views(old.agent)) & set(_views(new.agent))
-    _converged(cloud, space_id, old.agent, new.agent)
+    _converged(cloud, space_id, *(d.agent for d in fleet))
 
     new.agent.say("I grew up in Duluth, Minnesota.", "c2")
     new.agent.correct(duluth, "I grew up in Duluth, Minnesota.", "c2")
     old.agent.forget_permanently(number)
     for _round in range(2):
-        new.agent.sync()
-        old.agent.sync()
-    _converged(cloud, space_id, old.agent, new.agent)
+        for device in (new, old, newest):
+            device.agent.sync()
+    _converged(cloud, space_id, *(d.agent for d in fleet))
     assert _views(new.agent)[number] == ("permanently_forgotten", None)
 
     _assert_spoke_only(old.wire.log, 1)
     _assert_spoke_only(new.wire.log, 2)
+    _assert_spoke_only(newest.wire.log, PROTOCOL_VERSION)
     assert all(c["schema_version"] == 1 for c in _record_versions(new.wire.log))
     assert _record_versions(new.wire.log) and _record_versions(old.wire.log)
+    # only the newest device has a subset: its enters came as `subset` changes
+    subset_kinds = [
+        change["kind"]
+        for device in fleet
+        for exchange in device.wire.log
+        if exchange.path == "/v1/pull"
+        for change in exchange.answer["changes"]
+        if change["kind"] == "subset"
+    ]
+    assert subset_kinds and all(
+        change["kind"] != "subset"
+        for device in (old, new)
+        for exchange in device.wire.log
+        if exchange.path == "/v1/pull"
+        for change in exchange.answer["changes"]
+    )
 
 
 def test_the_cloud_refuses_a_version_1_pull_carrying_wait_and_answers_each_version_in_kind(

@@ -195,6 +195,9 @@ ROUTES: dict[tuple[str, str], dict[str, Any]] = {
     ("GET", "/v1/records/{record_id}"): {},
     ("POST", "/v1/account/delete"): {},
     ("GET", "/v1/service"): {},
+    ("GET", "/v1/subset"): {},
+    ("POST", "/v1/subset/policy"): {},
+    ("POST", "/v1/subset/pins"): {},
 }
 
 
@@ -295,17 +298,36 @@ def test_no_route_reaches_another_space(cloud: RunningCloud, tmp_path: Path) -> 
                     json={"protocol_version": 2, "request_id": "req_aaaaaaaaaaaa", "proof": "AA=="},
                 ),
                 ("GET", "/v1/service"): http.get("/v1/service"),
+                # the stranger's own subset only; it cannot pin a record of ada's
+                ("GET", "/v1/subset"): http.get("/v1/subset", headers=theirs),
+                ("POST", "/v1/subset/policy"): http.post(
+                    "/v1/subset/policy",
+                    headers=theirs,
+                    json={"protocol_version": 3, "policy": {"budget": {"max_records": 0}}},
+                ),
+                ("POST", "/v1/subset/pins"): http.post(
+                    "/v1/subset/pins",
+                    headers=theirs,
+                    json={"protocol_version": 3, "record_id": record, "pinned": True},
+                ),
             }
         assert set(answers) == set(ROUTES)
         for route, answer in answers.items():
             body = answer.text
             # a push may name back the ids the stranger itself sent; nothing else may
-            sent = route in {("POST", "/v1/push"), ("GET", "/v1/records/{record_id}")}
+            sent = route in {
+                ("POST", "/v1/push"),
+                ("GET", "/v1/records/{record_id}"),
+                ("POST", "/v1/subset/pins"),
+            }
             for leak in (SECRET, "flowerpot", ada.space_id, *([] if sent else [record, episode])):
                 assert leak not in body, (route, leak, body[:300])
         assert answers[("POST", "/v1/enroll")].status_code == 403
         assert answers[("POST", "/v1/account-key")].status_code == 401
         assert answers[("GET", "/v1/records/{record_id}")].status_code == 404
+        assert answers[("POST", "/v1/subset/pins")].status_code == 404  # like a missing one
+        assert answers[("GET", "/v1/subset")].json()["subset"]["records"] == 0
+        assert answers[("POST", "/v1/subset/policy")].status_code == 200  # its own device
         assert answers[("POST", "/v1/export")].status_code == 403  # no account key of its own
         # the stranger cannot delete its own account without strong authentication, and
         # nothing it sends can end another space
@@ -320,9 +342,10 @@ def test_no_route_reaches_another_space(cloud: RunningCloud, tmp_path: Path) -> 
         assert phone.agent.device_id not in answers[("GET", "/v1/devices")].text
         receipts = json.loads(answers[("POST", "/v1/push")].text)["receipts"]
         assert [r["code"] for r in receipts] == ["unknown_record", "unknown_record"]
-        # ... and ada's memory is exactly as it was
+        # ... and ada's memory is exactly as it was, her phone's subset too
         phone.agent.sync()
         assert [v.text for v in phone.agent.list_records()] == [SECRET]
+        assert phone.agent.subset().pins == [] and phone.agent.subset().records == 1
         state = cloud.operator.record_status(ada.space_id, record)
         assert state.lifecycle_state.value == "active"
         # without any credential, every route but health, service and enroll is 401

@@ -36,6 +36,7 @@ from protocol.messages import (
     KeyDestruction,
     PendingDevice,
     PendingResponse,
+    PinRequest,
     ProjectChange,
     PullRequest,
     PullResponse,
@@ -46,7 +47,11 @@ from protocol.messages import (
     RecallRequest,
     RecallResponse,
     RecordStateChange,
+    RecordUse,
     RecordVersionChange,
+    SubsetChange,
+    SubsetPolicyRequest,
+    SubsetResponse,
     WipedRequest,
     WipedResponse,
 )
@@ -94,6 +99,14 @@ from protocol.operations import (
     UseAgain,
 )
 from protocol.retrieval.task import Relation
+from protocol.subset import (
+    Reason,
+    SubsetBudget,
+    SubsetEntry,
+    SubsetPolicy,
+    SubsetRules,
+    SubsetView,
+)
 from protocol.version import LOWEST_VERSION, PROTOCOL_VERSION
 from protocol.versioned import parse, render_json
 
@@ -416,9 +429,71 @@ V2_CHANGES: dict[str, BaseModel] = {
 }
 
 
+# What version 3 adds: the device subset (its changes, the uses a pull reports, its routes).
+V3_CHANGES: dict[str, BaseModel] = {
+    "pull_request": PullRequest(
+        cursor="YzI6NDI6Nw",
+        limit=100,
+        wait=20.0,
+        used=[RecordUse(record_id=REC, uses=3, last_used_at=AT)],
+    ),
+    "pull_response": PullResponse(
+        changes=[
+            *V2_CHANGES["pull_response"].changes[:3],  # type: ignore[attr-defined]
+            SubsetChange(seq=3, record_id=REC, entered=True, reason="preference", at=AT),
+            SubsetChange(
+                seq=7,
+                record_id="rec_eeeeeeeeeeeeeeee",
+                entered=False,
+                episode_ids=[EP],
+                artifact_ids=["art_ffffffffffffffff"],
+                at=AT,
+            ),
+        ],
+        cursor="YzI6NDI6OQ",
+        has_more=False,
+    ),
+    "subset_policy_request": SubsetPolicyRequest(
+        policy=SubsetPolicy(
+            rules=SubsetRules(
+                upcoming_days=7, frequent_uses=5, recent_days=14, areas=[LifeArea.WORK]
+            ),
+            budget=SubsetBudget(max_records=500, max_bytes=8 * 1024 * 1024),
+        )
+    ),
+    "pin_request": PinRequest(record_id=REC, pinned=True),
+    "subset_response": SubsetResponse(
+        subset=SubsetView(
+            device_id=DEV,
+            policy=SubsetPolicy(),
+            pins=[REC],
+            records=3,
+            size_bytes=4096,
+            by_reason=[
+                SubsetEntry(reason=Reason.PINNED, records=1),
+                SubsetEntry(reason=Reason.PREFERENCE, records=2),
+            ],
+            left_out=1,
+            left_out_pins=[],
+            excluded_pins=["rec_eeeeeeeeeeeeeeee"],
+            chosen_at=AT,
+        )
+    ),
+    "error_body": ErrorBody(
+        code=ErrorCode.PIN_REFUSED,
+        message="record rec_aaaaaaaaaaaaaaaa is permanently forgotten; there is nothing to pin",
+        supported_versions=(1, 3),
+    ),
+}
+
+
 def examples(version: int) -> dict[str, BaseModel]:
     """Every message of ``version``, as the models of today's code hold it."""
-    return EXAMPLES if version == 1 else {**EXAMPLES, **V2_CHANGES}
+    if version == 1:
+        return EXAMPLES
+    if version == 2:
+        return {**EXAMPLES, **V2_CHANGES}
+    return {**EXAMPLES, **V2_CHANGES, **V3_CHANGES}
 
 
 def golden_text(model: BaseModel, version: int) -> str:

@@ -19,6 +19,7 @@ from protocol.messages import (
     EpisodeChange,
     PullRequest,
     PullResponse,
+    RecordUse,
     RecordVersionChange,
 )
 from protocol.version import PROTOCOL_VERSION
@@ -52,6 +53,22 @@ def test_version_2_added_exactly_live_pull_and_the_record_schema_version() -> No
         for model in _wire_models()
         for name in model.model_fields
     )
+
+
+def test_version_3_added_exactly_the_uses_a_pull_reports() -> None:
+    """The device subset (protocol 3) adds one field; its new messages (``SubsetChange``,
+    the subset routes' envelopes) are never sent to an older device."""
+    added = {
+        (model.__name__, name)
+        for model in _wire_models()
+        for name in model.model_fields
+        if introduced_in(model, name) == 3
+    }
+    assert added == {("PullRequest", "used")}
+    used = PullRequest(used=[RecordUse(record_id=REC, uses=2, last_used_at=AT)])
+    with pytest.raises(FieldNotInVersion):
+        render_json(used, 2)
+    assert "used" not in json.loads(render_json(PullRequest(), 2))
 
 
 def _version_change(seq: int = 2, **extra: object) -> RecordVersionChange:
@@ -105,8 +122,8 @@ def test_a_message_that_version_1_cannot_say_is_not_rendered_for_it() -> None:
 
 
 def test_rendering_for_a_version_the_code_does_not_speak_is_refused() -> None:
-    with pytest.raises(Exception, match="protocol version 3 is not supported"):
-        render_json(PullRequest(), 3)
+    with pytest.raises(Exception, match="protocol version 4 is not supported"):
+        render_json(PullRequest(), 4)
 
 
 changes = st.lists(
@@ -157,6 +174,8 @@ def test_version_1_is_version_2_without_its_new_fields(
             update={"protocol_version": 1}
         )
     live = PullRequest(cursor=cursor, limit=limit, wait=wait)
-    assert parse(PullRequest, json.loads(render_json(live, 2)), 2) == live
+    assert parse(PullRequest, json.loads(render_json(live, 2)), 2) == live.model_copy(
+        update={"protocol_version": 2}
+    )
     with pytest.raises(FieldNotInVersion) if wait else nullcontext():
         render_json(live, 1)

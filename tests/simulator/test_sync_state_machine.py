@@ -5,10 +5,13 @@ the test client's transport) behind the simulator's fault-injecting transport at
 device's one seam: requests that never arrive, responses lost after the server
 committed, requests delivered twice, stale copies of requests delivered again later,
 and devices that crash (their connection dropped without closing) and reopen. Random
-remembers, "don't use"s, forgets and syncs run in between. Whenever every device is
-back online and has synced, the invariants must hold:
+remembers, "don't use"s, forgets, syncs, pins and changes of a device's subset budget
+run in between. Whenever every device is back online and has synced, the invariants
+must hold:
 
 - every device equals the cloud's view of each record it knows (state and text);
+- each device holds exactly the live records the cloud chose for its subset, and
+  leaving the subset is never forgetting: every record is still in the cloud;
 - no queued operation is left, and no acknowledged one was lost: every record a
   device created exists in the cloud (or was forgotten);
 - nothing was applied twice: every record has exactly one version;
@@ -34,8 +37,9 @@ from cloud.errors import NotFound
 from cloud.service import CloudService
 from cloud.status import RecordState
 from device.agent import DeviceAgent
-from device.errors import Offline, Refused
+from device.errors import Offline, Refused, ServerRefused
 from protocol.model import LifecycleState
+from protocol.subset import SubsetBudget, SubsetPolicy
 from simulator.transport import EveryRequest, FaultInjectingTransport, FaultKind
 from tests.device.conftest import TickingClock, seeded
 
@@ -118,6 +122,17 @@ class SyncUnderFire(RuleBasedStateMachine):
         with contextlib.suppress(Refused):
             self.agents[device].forget_permanently(record)
 
+    @rule(device=st.integers(0, 1), budget=st.integers(0, 6))
+    def set_budget(self, device: int, budget: int) -> None:
+        policy = SubsetPolicy(budget=SubsetBudget(max_records=budget))
+        self.agents[device].set_subset_policy(policy)
+
+    @rule(device=st.integers(0, 1), record=records, pinned=st.booleans())
+    def pin(self, device: int, record: str, pinned: bool) -> None:
+        # not in the cloud yet (404) or forgotten (409): refused, nothing changed
+        with contextlib.suppress(ServerRefused):
+            self.agents[device].pin(record, pinned=pinned)
+
     @rule(device=st.integers(0, 1), mode=st.sampled_from(sorted(NETWORK)))
     def sync(self, device: int, mode: str) -> None:
         kind = NETWORK[mode]
@@ -177,12 +192,22 @@ class SyncUnderFire(RuleBasedStateMachine):
                     assert view.text is None and not agent.data_keys_for(view.record_id)
                 else:
                     assert view.version == state.version == 1, (n, view.record_id)
-        held = [{v.record_id for v in a.list_records()} for a in self.agents]
+        live = {
+            r
+            for r in self.created
+            if (st_ := self._cloud(r)) and st_.lifecycle_state.value != FORGOTTEN
+        }
+        for n, agent in enumerate(self.agents):
+            held = {v.record_id for v in agent.list_records() if v.lifecycle != FORGOTTEN}
+            assert agent.device_id is not None
+            with self.service.store.session(self.space) as s:
+                chosen = set(s.subset_members(self.space, agent.device_id))
+            # exactly its subset: every live record the cloud chose, and nothing else
+            assert held == chosen & live, (n, sorted(held ^ (chosen & live)))
         for record, maker in self.created.items():
-            assert record in held[maker]  # never lost on the device that made it
-            state = self._cloud(record)
-            if state is not None and state.lifecycle_state.value != FORGOTTEN:
-                assert all(record in h for h in held), record  # both devices hold it
+            if self._cloud(record) is None:  # never lost: in the cloud, or forgotten first
+                skeleton = [v for v in self.agents[maker].list_records() if v.record_id == record]
+                assert skeleton and skeleton[0].lifecycle == FORGOTTEN, record
 
 
 SyncUnderFire.TestCase.settings = settings(

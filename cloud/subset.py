@@ -1,0 +1,308 @@
+"""The device subset on the cloud: choosing what each device keeps, and telling it.
+
+Invariants:
+- The cloud chooses with ``protocol.subset.choose`` from facts it reads from the store
+  and the key store (never from a device's claim): each live record's shape (type,
+  layer, time, areas, usage restriction), its size, its uses; plus the device's policy
+  and pins. Only protocol-3 devices have a subset; older ones mirror the whole space.
+- ``subset_members`` is the cloud's model of what the device holds: what it chose,
+  plus what the device wrote itself (on its first choice: what it was sent before).
+  Every change to it is logged (``subset_log``, a gen that only grows) in the same
+  transaction, so the device hears every enter and every leave exactly in order; a
+  pull names the last gen it applied (in its cursor), which confirms it and lets the
+  cloud drop the holdings of what left. A pull from the start (a resync) is sent the
+  log not yet confirmed and the feed of every member from the start; it writes
+  nothing of the subset but a choice that is due, so a replayed pull changes nothing.
+- Uses are each device's running counts, only ever raised, added up per record.
+- A forgotten record leaves ``subset_members`` silently: its key-destruction event
+  tells the device, and a forget is never disguised as a leave nor a leave as a forget.
+- The facts cache is only a cache: it is refreshed from the store (records whose
+  state changed after the seq it was read at) before every choice, so any number of
+  cloud processes choose alike.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+
+from cloud.errors import NotFound, PinRefused
+from cloud.store.base import RecordRow, StoreSession, SubsetLogRow, SubsetStateRow
+from cloud.vault import Vault
+from protocol.model import LifecycleState, RecordContent
+from protocol.subset import (
+    DEFAULT_POLICY,
+    MAX_PINS,
+    Choice,
+    Reason,
+    SubsetFacts,
+    SubsetPolicy,
+    SubsetView,
+    by_reason_entries,
+    choose,
+)
+
+FORGOTTEN = LifecycleState.FORGOTTEN.value
+# how long a choice stands when nothing in the space changed: time-based rules (recent,
+# upcoming) move with the clock
+CHOICE_LIFETIME = timedelta(hours=1)
+VECTOR_BYTES = 384 * 4  # what a record's vector adds on a device
+
+
+@dataclass(slots=True)
+class _Space:
+    as_of: int = -1  # the seq the facts were read at
+    facts: dict[str, SubsetFacts] = field(default_factory=dict)
+    sources: dict[str, tuple[str, ...]] = field(default_factory=dict)  # record -> episodes
+    citing: dict[str, set[str]] = field(default_factory=dict)  # episode -> live records citing it
+
+
+class FactsCache:
+    """Per space: every live record's ``SubsetFacts`` and source episodes."""
+
+    def __init__(self, vault: Vault) -> None:
+        self.vault = vault
+        self._spaces: dict[str, _Space] = {}
+        self._lock = threading.Lock()
+
+    def refresh(self, s: StoreSession, space_id: str) -> _Space:
+        """The space's facts as of the session's view of the store."""
+        last = s.last_seq(space_id)
+        with self._lock:
+            space = self._spaces.setdefault(space_id, _Space())
+            if space.as_of == last:
+                return space
+            rows = s.records_changed_since(space_id, space.as_of)
+            self._update(s, space_id, space, rows)
+            space.as_of = last
+            return space
+
+    def evict(self, space_id: str) -> None:
+        with self._lock:
+            self._spaces.pop(space_id, None)
+
+    def _update(self, s: StoreSession, space_id: str, space: _Space, rows: list[RecordRow]) -> None:
+        for row in rows:
+            self._drop(space, row.record_id)
+        live = [r for r in rows if r.lifecycle != FORGOTTEN]
+        if not live:
+            return
+        versions = {}
+        for row in live:
+            version = s.version(space_id, row.record_id, row.current_version)
+            if version is not None:
+                versions[row.record_id] = version
+        deks = self.vault.data_keys(s, space_id, {v.key_id for v in versions.values()})
+        sizes = s.record_sizes(space_id, versions)
+        for row in live:
+            version = versions.get(row.record_id)
+            if version is None or version.key_id not in deks:
+                continue
+            content = Vault.open_with(
+                deks[version.key_id],
+                space_id,
+                "record",
+                row.record_id,
+                version.version,
+                version.sealed_content,
+                RecordContent,
+            )
+            restriction = row.restriction()
+            space.facts[row.record_id] = SubsetFacts(
+                record_id=row.record_id,
+                lifecycle=LifecycleState(row.lifecycle),
+                content_type=content.content_type,
+                layer=content.layer,
+                time_kind=content.time_kind,
+                learned_at=row.created_at,
+                changed_at=version.recorded_at,
+                size_bytes=sizes.get(row.record_id, 0) + VECTOR_BYTES,
+                valid_from=content.valid_from,
+                valid_until=content.valid_until,
+                life_areas=tuple(content.life_areas),
+                usage_area=restriction.area if restriction else None,
+            )
+            sources = tuple(content.source_episode_ids)
+            space.sources[row.record_id] = sources
+            for episode_id in sources:
+                space.citing.setdefault(episode_id, set()).add(row.record_id)
+
+    @staticmethod
+    def _drop(space: _Space, record_id: str) -> None:
+        space.facts.pop(record_id, None)
+        for episode_id in space.sources.pop(record_id, ()):
+            citing = space.citing.get(episode_id)
+            if citing is not None:
+                citing.discard(record_id)
+                if not citing:
+                    del space.citing[episode_id]
+
+
+@dataclass(frozen=True, slots=True)
+class Evaluation:
+    entered: list[str]
+    left: list[str]
+    choice: Choice | None  # None: the standing choice still held
+
+
+def _summary(choice: Choice) -> str:
+    return json.dumps(
+        {
+            "records": len(choice.members),
+            "size_bytes": choice.size_bytes,
+            "left_out": choice.left_out,
+            "left_out_pins": list(choice.left_out_pins),
+            "excluded_pins": list(choice.excluded_pins),
+            "by_reason": {r.value: n for r, n in choice.by_reason.items()},
+        },
+        sort_keys=True,
+    )
+
+
+class SubsetKeeper:
+    """Chooses, records and reports each device's subset (call inside a store session)."""
+
+    def __init__(self, vault: Vault, clock: Callable[[], datetime]) -> None:
+        self.facts = FactsCache(vault)
+        self._clock = clock
+
+    # --- policy and pins --------------------------------------------------------------
+
+    @staticmethod
+    def policy(s: StoreSession, space_id: str, device_id: str) -> SubsetPolicy:
+        raw = s.subset_policy(space_id, device_id)
+        return DEFAULT_POLICY if raw is None else SubsetPolicy.model_validate_json(raw)
+
+    def set_policy(
+        self, s: StoreSession, space_id: str, device_id: str, policy: SubsetPolicy
+    ) -> None:
+        s.set_subset_policy(space_id, device_id, policy.model_dump_json(), self._clock())
+        s.mark_subsets_stale(space_id, device_id)
+
+    def pin(
+        self, s: StoreSession, space_id: str, device_id: str, record_id: str, pinned: bool
+    ) -> None:
+        if pinned:
+            record = s.record(space_id, record_id)
+            if record is None:
+                raise NotFound(f"record {record_id} does not exist in this space; nothing pinned")
+            if record.lifecycle == FORGOTTEN:
+                raise PinRefused(
+                    f"record {record_id} is permanently forgotten; there is nothing to pin"
+                )
+            if len(s.pins(space_id, device_id)) >= MAX_PINS:
+                raise PinRefused(
+                    f"device {device_id} already has {MAX_PINS} pins; unpin one first "
+                    f"(record {record_id} was not pinned)"
+                )
+        s.set_pin(space_id, device_id, record_id, pinned, self._clock())
+        s.mark_subsets_stale(space_id, device_id)
+
+    @staticmethod
+    def record_uses(
+        s: StoreSession,
+        space_id: str,
+        device_id: str,
+        uses: Iterable[tuple[str, int, datetime]],
+    ) -> None:
+        """A device's running use counts (a report never lowers one)."""
+        if s.add_record_uses(space_id, device_id, uses):
+            s.mark_subsets_stale(space_id)
+
+    # --- choosing ---------------------------------------------------------------------
+
+    def confirm(self, s: StoreSession, space_id: str, device_id: str, gen: int) -> None:
+        """The device applied the log up to ``gen``: drop the holdings of what left."""
+        left = s.confirm_subset_log(space_id, device_id, gen)
+        still = s.subset_members(space_id, device_id) if left else set()
+        gone = [r for r in left if r not in still]
+        if gone:
+            s.drop_holdings(space_id, device_id, "record", gone)
+
+    def written(self, s: StoreSession, space_id: str, device_id: str, records: set[str]) -> None:
+        """The device wrote these records itself: it holds them."""
+        if records and s.subset_state(space_id, device_id) is not None:
+            s.add_subset_members(space_id, device_id, records)
+
+    def evaluate(
+        self, s: StoreSession, space_id: str, device_id: str, *, force: bool = False
+    ) -> Evaluation:
+        """Choose the device's subset again if anything it depends on moved, and log what
+        entered and left. Call under the space's lock."""
+        now = self._clock()
+        state = s.subset_state(space_id, device_id)
+        last = s.last_seq(space_id)
+        if (
+            not force
+            and state is not None
+            and state.evaluated_seq == last
+            and now - state.evaluated_at < CHOICE_LIFETIME
+        ):
+            return Evaluation([], [], None)
+        space = self.facts.refresh(s, space_id)
+        if state is None:
+            # the first choice: the device holds what it was sent or wrote before
+            members = s.holdings_of(space_id, device_id, "record")
+            s.clear_subset(space_id, device_id)
+            s.add_subset_members(space_id, device_id, members)
+        else:
+            members = s.subset_members(space_id, device_id)
+        uses = s.record_uses(space_id)
+        choice = choose(
+            space.facts.values(),
+            self.policy(s, space_id, device_id),
+            s.pins(space_id, device_id),
+            now,
+            uses,
+        )
+        entered = [r for r in choice.members if r not in members]
+        left = sorted(r for r in members if r not in choice.members and r in space.facts)
+        forgotten = [r for r in members if r not in choice.members and r not in space.facts]
+        gen = 0 if state is None else state.gen
+        log: list[SubsetLogRow] = []
+        for record_id in left:
+            gen += 1
+            log.append(SubsetLogRow(gen, record_id, False, None, now))
+        for record_id in entered:
+            gen += 1
+            log.append(SubsetLogRow(gen, record_id, True, choice.members[record_id].value, now))
+        s.add_subset_log(space_id, device_id, log)
+        s.remove_subset_members(space_id, device_id, [*left, *forgotten])
+        s.add_subset_members(space_id, device_id, entered)
+        s.save_subset_state(space_id, device_id, SubsetStateRow(gen, last, now, _summary(choice)))
+        return Evaluation(entered, left, choice)
+
+    # --- reading ----------------------------------------------------------------------
+
+    def view(self, s: StoreSession, space_id: str, device_id: str) -> SubsetView:
+        state = s.subset_state(space_id, device_id)
+        summary = json.loads(state.summary) if state is not None else {}
+        counts = {Reason(k): int(v) for k, v in summary.get("by_reason", {}).items()}
+        return SubsetView(
+            device_id=device_id,
+            policy=self.policy(s, space_id, device_id),
+            pins=s.pins(space_id, device_id),
+            records=int(summary.get("records", 0)),
+            size_bytes=int(summary.get("size_bytes", 0)),
+            by_reason=by_reason_entries(counts),
+            left_out=int(summary.get("left_out", 0)),
+            left_out_pins=summary.get("left_out_pins", []),
+            excluded_pins=summary.get("excluded_pins", []),
+            chosen_at=None if state is None else state.evaluated_at,
+        )
+
+    def citing(self, space_id: str, episode_id: str) -> set[str]:
+        """The live records that have this episode as a source."""
+        space = self.facts._spaces.get(space_id)
+        return set() if space is None else space.citing.get(episode_id, set())
+
+    def cited_by_any(self, space_id: str, episode_id: str, members: set[str]) -> bool:
+        """Whether a live record in ``members`` has this episode as a source."""
+        return not self.citing(space_id, episode_id).isdisjoint(members)
+
+    def sources(self, space_id: str, record_id: str) -> tuple[str, ...]:
+        space = self.facts._spaces.get(space_id)
+        return () if space is None else space.sources.get(record_id, ())

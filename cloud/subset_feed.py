@@ -1,0 +1,175 @@
+"""One protocol-3 pull page: the subset's enters and leaves first, then the feed,
+filtered to what the device keeps.
+
+Invariants:
+- Every enter and leave the device has not confirmed comes before any feed row, so a
+  device has applied a record's enter before it sees a feed change of that record.
+- An entering record's content that the device's feed cursor has already passed
+  (versions, source episodes, artifacts, its state) arrives in the page, before its
+  ``subset`` change; what lies after the cursor the feed brings, in order, since the
+  record is now a member. So every piece of content is sent once.
+- A feed row of a record reaches the device only while the record is in its subset;
+  an episode only while it is a source of one of them (or of no live record); an
+  artifact only while one of its parents is. Projects and key destructions reach
+  every device: a forget is announced to all, whatever they hold.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from cloud.changes import ChangeReader
+from cloud.store.base import ChangeRow, StoreSession, SubsetLogRow
+from cloud.subset import SubsetKeeper
+from protocol.messages import (
+    AnyChange,
+    ArtifactChange,
+    EpisodeChange,
+    RecordVersionChange,
+    SubsetChange,
+)
+
+_RECORD_KINDS = ("record_version", "record_state")
+
+
+@dataclass(slots=True)
+class Page:
+    changes: list[AnyChange] = field(default_factory=list)
+    held: list[tuple[str, str]] = field(default_factory=list)
+
+    def add(self, change: AnyChange | None) -> None:
+        if change is None:
+            return
+        self.changes.append(change)
+        if isinstance(change, RecordVersionChange):
+            self.held.append(("record", change.record_id))
+        elif isinstance(change, EpisodeChange):
+            self.held.append(("episode", change.episode_id))
+        elif isinstance(change, ArtifactChange):
+            self.held.append(("artifact", change.artifact_id))
+
+
+class SubsetFeed:
+    """Builds one page for one device inside the pull's transaction."""
+
+    def __init__(
+        self,
+        s: StoreSession,
+        reader: ChangeReader,
+        keeper: SubsetKeeper,
+        space_id: str,
+        device_id: str,
+    ) -> None:
+        self.s = s
+        self.reader = reader
+        self.keeper = keeper
+        self.space_id = space_id
+        self.device_id = device_id
+        self.members = s.subset_members(space_id, device_id)
+
+    def log(self, page: Page, entries: list[SubsetLogRow], cursor_seq: int) -> None:
+        """The enters and leaves, for a device whose feed cursor is at ``cursor_seq``."""
+        for entry in entries:
+            if entry.entered:
+                self._enter(page, entry, cursor_seq)
+            else:
+                page.add(self._leave(entry, cursor_seq))
+
+    def _leave(self, entry: SubsetLogRow, at_seq: int) -> SubsetChange:
+        """A leave, with the episodes and artifacts no member of the subset needs."""
+        episodes = [
+            e
+            for e in self.keeper.sources(self.space_id, entry.record_id)
+            if not self.keeper.cited_by_any(self.space_id, e, self.members)
+        ]
+        artifacts = []
+        for d in self.s.derivations_from(self.space_id, [entry.record_id]):
+            if d.child_kind != "artifact":
+                continue
+            parents = self.s.parents_of(self.space_id, "artifact", d.child_id)
+            if self.members.isdisjoint(parents):
+                artifacts.append(d.child_id)
+        return SubsetChange(
+            seq=at_seq,
+            record_id=entry.record_id,
+            entered=False,
+            episode_ids=sorted(episodes),
+            artifact_ids=sorted(artifacts),
+            at=entry.at,
+        )
+
+    def _enter(self, page: Page, entry: SubsetLogRow, cursor_seq: int) -> None:
+        """The record's content the device's feed cursor has passed (what follows the
+        cursor, the feed itself brings, now that the record is a member), then the
+        ``subset`` change."""
+        record = self.s.record(self.space_id, entry.record_id)
+        if record is None or record.lifecycle == "permanently_forgotten":
+            return  # forgotten since: its key destruction says so
+        rid = record.record_id
+        passed = {v: seq for v, seq in self.s.version_seqs(self.space_id, rid).items()}
+        for version in self.s.versions(self.space_id, rid):
+            seq = passed.get(version.version)
+            if seq is not None and seq <= cursor_seq:
+                page.add(
+                    self.reader.read(
+                        ChangeRow(
+                            seq=seq,
+                            kind="record_version",
+                            at=entry.at,
+                            record_id=rid,
+                            version=version.version,
+                        )
+                    )
+                )
+        sources = self.keeper.sources(self.space_id, rid)
+        for episode_id, seq in sorted(self.s.feed_seqs(self.space_id, "episode", sources).items()):
+            if seq <= cursor_seq:
+                page.add(
+                    self.reader.read(
+                        ChangeRow(seq=seq, kind="episode", at=entry.at, episode_id=episode_id)
+                    )
+                )
+        children = [
+            d.child_id
+            for d in self.s.derivations_from(self.space_id, [rid])
+            if d.child_kind == "artifact"
+        ]
+        for artifact_id, seq in sorted(
+            self.s.feed_seqs(self.space_id, "artifact", children).items()
+        ):
+            if seq <= cursor_seq:
+                page.add(
+                    self.reader.read(
+                        ChangeRow(seq=seq, kind="artifact", at=entry.at, artifact_id=artifact_id)
+                    )
+                )
+        state_seq = record.state_seq
+        if state_seq is not None and state_seq <= cursor_seq:
+            page.add(
+                self.reader.state_now(
+                    ChangeRow(seq=state_seq, kind="record_state", at=entry.at, record_id=rid)
+                )
+            )
+        page.add(
+            SubsetChange(
+                seq=min(state_seq or cursor_seq, cursor_seq),
+                record_id=rid,
+                entered=True,
+                reason=entry.reason,
+                at=entry.at,
+            )
+        )
+
+    def wanted(self, row: ChangeRow) -> bool:
+        """Whether this device gets the feed row ``row``."""
+        if row.kind in _RECORD_KINDS:
+            return row.record_id in self.members
+        if row.kind == "episode":
+            assert row.episode_id is not None
+            citing = self.keeper.citing(self.space_id, row.episode_id)
+            return not citing or not citing.isdisjoint(self.members)
+        if row.kind == "artifact":
+            assert row.artifact_id is not None
+            parents = self.s.parents_of(self.space_id, "artifact", row.artifact_id)
+            return not parents or not self.members.isdisjoint(parents)
+        return True  # projects, key destructions
