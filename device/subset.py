@@ -140,7 +140,9 @@ def describe(view: SubsetView) -> str:
         f"This device keeps {view.records} record(s), {view.size_bytes:,} bytes "
         f"(budget: {budget.max_records:,} records, {budget.max_bytes:,} bytes).",
     ]
-    lines += [f"  {entry.reason.value}: {entry.records}" for entry in view.by_reason]
+    lines += [
+        f"  {entry.reason.value.replace('_', ' ')}: {entry.records}" for entry in view.by_reason
+    ]
     kept = [name.replace("_", " ") for name in RULE_FLAGS if getattr(rules, name)]
     lines.append(
         "Rules: "
