@@ -90,11 +90,7 @@ class FactsCache:
         live = [r for r in rows if r.lifecycle != FORGOTTEN]
         if not live:
             return
-        versions = {}
-        for row in live:
-            version = s.version(space_id, row.record_id, row.current_version)
-            if version is not None:
-                versions[row.record_id] = version
+        versions = s.versions_at(space_id, {row.record_id: row.current_version for row in live})
         deks = self.vault.data_keys(s, space_id, {v.key_id for v in versions.values()})
         sizes = s.record_sizes(space_id, versions)
         for row in live:
