@@ -168,6 +168,7 @@ log = logging.getLogger("memsync.cloud")
 
 ENROLLMENT_CODE_TTL = timedelta(hours=24)
 _LOG_PER_PAGE = 100  # subset enters and leaves per pull page (an enter carries its content)
+_SCAN_PER_PAGE = 20_000  # feed rows a subset pull page reads at most, looking for its own
 MAX_NAME_CHARS = 64
 EXPORT_FIRST_WAIT = 0.5  # seconds before an export first looks at its stores again
 EXPORT_MAX_STEP = 5.0  # the wait doubles up to this
@@ -633,15 +634,27 @@ class CloudService:
                         cursor=encode_cursor(after, last_gen),
                         has_more=True,
                     )
-            rows = s.changes_after(space_id, after, req.limit + 1)
-            has_more = len(rows) > req.limit
-            rows = rows[: req.limit]
-            for row in rows:
-                if feed is None or feed.wanted(row):
-                    page.add(reader.read(row))
+            last, has_more = after, False
+            scanned = 0
+            while True:
+                rows = s.changes_after(space_id, last, req.limit + 1)
+                has_more = len(rows) > req.limit
+                for row in rows[: req.limit]:
+                    if feed is None or feed.wanted(row):
+                        page.add(reader.read(row))
+                    last = row.seq
+                    if len(page.changes) >= req.limit:
+                        break
+                scanned += min(len(rows), req.limit)
+                has_more = has_more or (bool(rows) and last != rows[-1].seq)
+                # a subset page reads on past what the device does not keep, so a pull
+                # is not a round trip per page of other records' rows
+                if feed is None or not has_more or len(page.changes) >= req.limit:
+                    break
+                if scanned >= _SCAN_PER_PAGE:
+                    break
             s.add_holdings(space_id, device_id, page.held)
             s.touch_device(space_id, device_id, now)
-        last = rows[-1].seq if rows else after
         if not has_more:
             # every row up to the floor that compaction left was in this answer: the
             # cursor moves past the compacted tail, so the next pull stays incremental

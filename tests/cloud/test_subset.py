@@ -270,3 +270,31 @@ def test_a_live_pull_does_not_wait_while_enters_or_leaves_wait_for_it(
     _changes, cursor = pull(service, phone, cursor)
     waiting = PullRequest(cursor=cursor, wait=20.0)
     assert not service.subset_news(phone.space_id, phone.device_id, waiting)
+
+
+def test_a_subset_page_reads_past_rows_of_records_the_device_does_not_keep(
+    service: CloudService, ops: Ops, space: tuple[Device, Device, list[str]]
+) -> None:
+    laptop, phone, made = space
+    batch = []
+    for n in range(100, 400):
+        episode, record = f"ep_{n:016d}", f"rec_{n:016d}"
+        batch += [
+            ops.episode(episode, f"Fact number {n} is here."),
+            ops.remember(record, f"Fact number {n} is here.", [episode]),
+        ]
+    for start in range(0, len(batch), 400):
+        applied(push(service, laptop, *batch[start : start + 400]))
+    set_policy(service, phone, SubsetPolicy(rules=PREFS_ONLY))
+    pages = 0
+    cursor: str | None = None
+    kept: set[str] = set()
+    while True:
+        page = service.pull(phone.space_id, phone.device_id, PullRequest(cursor=cursor, limit=100))
+        pages += 1
+        kept |= versions(page.changes)
+        cursor = page.cursor
+        if not page.has_more:
+            break
+    # about 920 feed rows, 100 a page: one round trip, not ten, for the 3 it keeps
+    assert kept == {made[0], made[2], made[4]} and pages == 1
