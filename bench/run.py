@@ -33,6 +33,7 @@ from bench import embedding as embedding_bench
 from bench import export as export_bench
 from bench import live as live_bench
 from bench import retrieval as retrieval_bench
+from bench import subset as subset_bench
 from bench import sync_suite
 from device.agent import DeviceAgent
 from protocol.ids import make_id
@@ -234,6 +235,17 @@ def run_export(smoke: bool) -> dict[str, Any]:
     }
 
 
+def run_subset(smoke: bool) -> dict[str, Any]:
+    """Issue 9's device subset bench alone (``--only subset``)."""
+    with tempfile.TemporaryDirectory(prefix="memsync-bench-subset-") as tmp:
+        subset = subset_bench.measure(Path(tmp) / "subset", smoke)
+    return {
+        "when": datetime.now(UTC).isoformat(timespec="seconds"),
+        "machine": _machine(),
+        "subset": subset,
+    }
+
+
 def run(
     n_device: int, n_push: int, sizes: list[int], smoke: bool, n_consolidate: int
 ) -> dict[str, Any]:
@@ -257,6 +269,7 @@ def run(
         consolidation = consolidation_bench.measure(n_consolidate, root / "consolidation")
         live = live_bench.measure(root / "live", smoke)
         export = export_bench.measure(root / "export", smoke)
+        subset = subset_bench.measure(root / "subset", smoke)
     figures = {
         "device_pairs_per_s_sqlcipher": ours_cipher,
         "device_pairs_per_s_sqlcipher_model_stubbed": ours_no_model,
@@ -298,6 +311,7 @@ def run(
         "live_sync": live,
         "sync": sync,
         "export": export,
+        "subset": subset,
     }
 
 
@@ -420,10 +434,10 @@ def main() -> None:
     )
     parser.add_argument(
         "--only",
-        choices=["all", "sync", "export"],
+        choices=["all", "sync", "export", "subset"],
         default="all",
         help="'sync': only issue 6's sync benches (fleet, pull cost, key destruction, live); "
-        "'export': only issue 7's export bench",
+        "'export': only issue 7's export bench; 'subset': only issue 9's device subset bench",
     )
     args = parser.parse_args()
     # a SIGTERM unwinds like Ctrl-C, so clouds stop and bench databases are dropped
@@ -444,6 +458,13 @@ def main() -> None:
         console.print(export_bench.render(result["export"]))
         print(f"wrote {RESULTS}")
         return
+    if args.only == "subset":
+        result = run_subset(args.smoke)
+        result["smoke"] = args.smoke
+        RESULTS.write_text(json.dumps(result, indent=2) + "\n")
+        console.print(subset_bench.render(result["subset"]))
+        print(f"wrote {RESULTS}")
+        return
     n_device, n_push = (20, 20) if args.smoke else (args.device_pairs, args.push_pairs)
     n_consolidate = 20 if args.smoke else args.candidates
     sizes = [200] if args.smoke else args.sizes
@@ -457,6 +478,7 @@ def main() -> None:
         live_bench.render(result["live_sync"]),
         *render_sync(result["sync"]),
         export_bench.render(result["export"]),
+        subset_bench.render(result["subset"]),
     ]
     for table in tables:
         console.print(table)
