@@ -681,6 +681,10 @@ class CloudService:
     ) -> None:
         """Before a protocol-3 pull reads: confirm the log the cursor names, note the
         running use counts it reports, choose again if due. A replay writes nothing."""
+        with self.store.session() as s:
+            # a cold facts cache reads every live record of the space: do it holding no
+            # lock, so pushes and other pulls go on; under the lock only what moved since
+            self.subsets.facts.refresh(s, space_id)
         with self.store.session(space_id, lock=True) as s:
             self._enrolled(s, space_id, device_id)
             self._check_cursor(s, space_id, req.cursor, after)

@@ -19,7 +19,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from cloud.changes import ChangeReader
-from cloud.store.base import ChangeRow, StoreSession, SubsetLogRow
+from cloud.store.base import ChangeRow, RecordRow, StoreSession, SubsetLogRow
 from cloud.subset import SubsetKeeper
 from protocol.messages import (
     AnyChange,
@@ -106,7 +106,23 @@ class SubsetFeed:
         if record is None or record.lifecycle == "permanently_forgotten":
             return  # forgotten since: its key destruction says so
         rid = record.record_id
-        passed = {v: seq for v, seq in self.s.version_seqs(self.space_id, rid).items()}
+        if cursor_seq > 0:
+            self._passed_content(page, record, entry, cursor_seq)
+        page.add(
+            SubsetChange(
+                seq=min(record.state_seq or cursor_seq, cursor_seq),
+                record_id=rid,
+                entered=True,
+                reason=entry.reason,
+                at=entry.at,
+            )
+        )
+
+    def _passed_content(
+        self, page: Page, record: RecordRow, entry: SubsetLogRow, cursor_seq: int
+    ) -> None:
+        rid = record.record_id
+        passed = self.s.version_seqs(self.space_id, rid)
         for version in self.s.versions(self.space_id, rid):
             seq = passed.get(version.version)
             if seq is not None and seq <= cursor_seq:
@@ -150,15 +166,6 @@ class SubsetFeed:
                     ChangeRow(seq=state_seq, kind="record_state", at=entry.at, record_id=rid)
                 )
             )
-        page.add(
-            SubsetChange(
-                seq=min(state_seq or cursor_seq, cursor_seq),
-                record_id=rid,
-                entered=True,
-                reason=entry.reason,
-                at=entry.at,
-            )
-        )
 
     def wanted(self, row: ChangeRow) -> bool:
         """Whether this device gets the feed row ``row``."""

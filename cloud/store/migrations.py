@@ -471,13 +471,17 @@ CREATE TABLE record_uses (
     uses {bigint} NOT NULL,
     last_used_at {ts} NOT NULL,
     PRIMARY KEY (space_id, device_id, record_id)
-)
+);
+CREATE INDEX changes_record ON changes(space_id, record_id);
+CREATE INDEX changes_episode ON changes(space_id, episode_id);
+CREATE INDEX changes_artifact ON changes(space_id, artifact_id)
 """
 
 
 def _v12_subset(conn: Connection) -> None:
     """The device subset: policies, pins, members, the unconfirmed enter/leave log, each
-    device's evaluation state, and record use counts."""
+    device's evaluation state, and record use counts; and indexes that find an entering
+    record's versions, episodes and artifacts in the change feed without a scan."""
     for statement in _split(_SUBSET.format(**_TYPES[conn.dialect.name])):
         conn.exec_driver_sql(statement)
 
