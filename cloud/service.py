@@ -168,6 +168,7 @@ log = logging.getLogger("memsync.cloud")
 
 ENROLLMENT_CODE_TTL = timedelta(hours=24)
 _LOG_PER_PAGE = 100  # subset enters and leaves per pull page (an enter carries its content)
+FACTS_WAIT = 5.0  # seconds a pull waits for a cold space's facts (a device gives up at 10)
 _SCAN_PER_PAGE = 20_000  # feed rows a subset pull page reads at most, looking for its own
 MAX_NAME_CHARS = 64
 EXPORT_FIRST_WAIT = 0.5  # seconds before an export first looks at its stores again
@@ -610,6 +611,17 @@ class CloudService:
         now = self._clock()
         subset = req.protocol_version >= SUBSET_SINCE
         if subset:
+            # read-only: a snapshot blocks no writer while a big space is read
+            if not self.subsets.facts.warm(self.store.snapshot, space_id, FACTS_WAIT):
+                # this process is still reading the space's facts (a big space, once):
+                # answer "more to come" at the same place rather than keep the device
+                # waiting past its timeout; its next pull finds them read
+                with self.store.session(space_id, lock=False) as s:
+                    self._enrolled(s, space_id, device_id)
+                    self._check_cursor(s, space_id, req.cursor, after)
+                return PullResponse(
+                    changes=[], cursor=encode_cursor(after, gen or 0), has_more=True
+                )
             self._choose_subset(space_id, device_id, req, after, gen)
         with self.store.session(space_id, lock=False) as s:
             device = self._enrolled(s, space_id, device_id)
@@ -681,10 +693,6 @@ class CloudService:
     ) -> None:
         """Before a protocol-3 pull reads: confirm the log the cursor names, note the
         running use counts it reports, choose again if due. A replay writes nothing."""
-        with self.store.session() as s:
-            # a cold facts cache reads every live record of the space: do it holding no
-            # lock, so pushes and other pulls go on; under the lock only what moved since
-            self.subsets.facts.refresh(s, space_id)
         with self.store.session(space_id, lock=True) as s:
             self._enrolled(s, space_id, device_id)
             self._check_cursor(s, space_id, req.cursor, after)

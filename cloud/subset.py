@@ -24,8 +24,10 @@ Invariants:
 from __future__ import annotations
 
 import json
+import logging
 import threading
 from collections.abc import Callable, Iterable
+from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
@@ -45,6 +47,8 @@ from protocol.subset import (
     choose,
 )
 
+log = logging.getLogger("memsync.cloud")
+
 FORGOTTEN = LifecycleState.FORGOTTEN.value
 # how long a choice stands when nothing in the space changed: time-based rules (recent,
 # upcoming) move with the clock
@@ -61,27 +65,91 @@ class _Space:
 
 
 class FactsCache:
-    """Per space: every live record's ``SubsetFacts`` and source episodes."""
+    """Per space: every live record's ``SubsetFacts`` and source episodes.
+
+    Each space has its own lock, held while its facts change; readers get copies. A
+    cold space is read whole once per process, in a thread of its own (``warm``), so a
+    pull never holds the space's store lock, nor a device's request, for that long."""
 
     def __init__(self, vault: Vault) -> None:
         self.vault = vault
         self._spaces: dict[str, _Space] = {}
-        self._lock = threading.Lock()
+        self._guard = threading.Lock()
+        self._locks: dict[str, threading.Lock] = {}
+        self._warming: dict[str, threading.Event] = {}
 
-    def refresh(self, s: StoreSession, space_id: str) -> _Space:
-        """The space's facts as of the session's view of the store."""
+    def _lock_of(self, space_id: str) -> threading.Lock:
+        with self._guard:
+            return self._locks.setdefault(space_id, threading.Lock())
+
+    def refresh(self, s: StoreSession, space_id: str) -> None:
+        """Bring the space's facts to the session's view of the store."""
         last = s.last_seq(space_id)
-        with self._lock:
+        with self._lock_of(space_id):
             space = self._spaces.setdefault(space_id, _Space())
             if space.as_of == last:
-                return space
+                return
             rows = s.records_changed_since(space_id, space.as_of)
             self._update(s, space_id, space, rows)
             space.as_of = last
-            return space
+
+    def facts(self, s: StoreSession, space_id: str) -> dict[str, SubsetFacts]:
+        """A copy of the space's facts, refreshed first."""
+        self.refresh(s, space_id)
+        with self._lock_of(space_id):
+            return dict(self._spaces[space_id].facts)
+
+    def sources(self, space_id: str, record_id: str) -> tuple[str, ...]:
+        with self._lock_of(space_id):
+            space = self._spaces.get(space_id)
+            return () if space is None else space.sources.get(record_id, ())
+
+    def citing(self, space_id: str, episode_id: str) -> set[str]:
+        with self._lock_of(space_id):
+            space = self._spaces.get(space_id)
+            return set() if space is None else set(space.citing.get(episode_id, ()))
+
+    def warm(
+        self,
+        session: Callable[[], AbstractContextManager[StoreSession]],
+        space_id: str,
+        wait: float,
+    ) -> bool:
+        """Whether the space's facts have been read in this process; if not, start
+        reading them in a thread (once) and wait up to ``wait`` seconds for it."""
+        with self._guard:
+            space = self._spaces.get(space_id)
+            if space is not None and space.as_of >= 0:
+                return True
+            done = self._warming.get(space_id)
+            if done is None:
+                done = self._warming[space_id] = threading.Event()
+                threading.Thread(
+                    target=self._warm,
+                    args=(session, space_id, done),
+                    name=f"subset-facts-{space_id}",
+                    daemon=True,
+                ).start()
+        return done.wait(wait)
+
+    def _warm(
+        self,
+        session: Callable[[], AbstractContextManager[StoreSession]],
+        space_id: str,
+        done: threading.Event,
+    ) -> None:
+        try:
+            with session() as s:
+                self.refresh(s, space_id)
+        except Exception:  # the next choice reads the facts itself, and says why it fails
+            log.exception("reading the subset facts of %s failed", space_id)
+        finally:
+            with self._guard:
+                self._warming.pop(space_id, None)
+            done.set()
 
     def evict(self, space_id: str) -> None:
-        with self._lock:
+        with self._lock_of(space_id):
             self._spaces.pop(space_id, None)
 
     def _update(self, s: StoreSession, space_id: str, space: _Space, rows: list[RecordRow]) -> None:
@@ -238,7 +306,7 @@ class SubsetKeeper:
             and now - state.evaluated_at < CHOICE_LIFETIME
         ):
             return Evaluation([], [], None)
-        space = self.facts.refresh(s, space_id)
+        facts = self.facts.facts(s, space_id)
         if state is None:
             # the first choice: the device holds what it was sent or wrote before
             members = s.holdings_of(space_id, device_id, "record")
@@ -248,15 +316,15 @@ class SubsetKeeper:
             members = s.subset_members(space_id, device_id)
         uses = s.record_uses(space_id)
         choice = choose(
-            space.facts.values(),
+            facts.values(),
             self.policy(s, space_id, device_id),
             s.pins(space_id, device_id),
             now,
             uses,
         )
         entered = [r for r in choice.members if r not in members]
-        left = sorted(r for r in members if r not in choice.members and r in space.facts)
-        forgotten = [r for r in members if r not in choice.members and r not in space.facts]
+        left = sorted(r for r in members if r not in choice.members and r in facts)
+        forgotten = [r for r in members if r not in choice.members and r not in facts]
         gen = 0 if state is None else state.gen
         log: list[SubsetLogRow] = []
         for record_id in left:
@@ -292,13 +360,11 @@ class SubsetKeeper:
 
     def citing(self, space_id: str, episode_id: str) -> set[str]:
         """The live records that have this episode as a source."""
-        space = self.facts._spaces.get(space_id)
-        return set() if space is None else space.citing.get(episode_id, set())
+        return self.facts.citing(space_id, episode_id)
 
     def cited_by_any(self, space_id: str, episode_id: str, members: set[str]) -> bool:
         """Whether a live record in ``members`` has this episode as a source."""
         return not self.citing(space_id, episode_id).isdisjoint(members)
 
     def sources(self, space_id: str, record_id: str) -> tuple[str, ...]:
-        space = self.facts._spaces.get(space_id)
-        return () if space is None else space.sources.get(record_id, ())
+        return self.facts.sources(space_id, record_id)

@@ -298,3 +298,37 @@ def test_a_subset_page_reads_past_rows_of_records_the_device_does_not_keep(
             break
     # about 920 feed rows, 100 a page: one round trip, not ten, for the 3 it keeps
     assert kept == {made[0], made[2], made[4]} and pages == 1
+
+
+def test_a_pull_never_waits_long_for_a_cold_spaces_facts(
+    config: Any, space: tuple[Device, Device, list[str]], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A new cloud process reads a space's facts once, in a thread: a pull that would
+    wait for it past a device's timeout answers "more to come" at the same place."""
+    import threading
+
+    from cloud import service as service_module
+    from cloud.subset import FactsCache
+
+    _laptop, phone, made = space
+    release = threading.Event()
+    original = FactsCache._update
+
+    def slow(self: FactsCache, *args: Any) -> None:
+        release.wait(30)
+        original(self, *args)
+
+    monkeypatch.setattr(FactsCache, "_update", slow)
+    monkeypatch.setattr(service_module, "FACTS_WAIT", 0.05)
+    fresh = CloudService(config)  # another process: its facts cache is cold
+    try:
+        page = fresh.pull(phone.space_id, phone.device_id, PullRequest())
+        assert page.changes == [] and page.has_more
+        again = fresh.pull(phone.space_id, phone.device_id, PullRequest(cursor=page.cursor))
+        assert again.changes == [] and again.has_more and again.cursor == page.cursor
+        release.set()
+        changes, _ = pull(fresh, phone, page.cursor)
+        assert sorted(entered(changes)) == sorted(made)
+    finally:
+        release.set()
+        fresh.close()
