@@ -57,13 +57,13 @@ def _held(agent: DeviceAgent) -> set[str]:
 
 
 def _play(fleet: Fleet, report: ScenarioReport, emit: Emit) -> None:
-    dee = fleet.add_user("dee")
-    laptop = fleet.add_device(dee, "laptop")
-    phone = fleet.add_device(dee, "phone")
+    fay = fleet.add_user("fay")
+    laptop = fleet.add_device(fay, "laptop")
+    phone = fleet.add_device(fay, "phone")
     operator = fleet.cloud.operator
 
     def step(title: str) -> None:
-        state = StepState(title, [device_state(d) for d in dee.devices], [])
+        state = StepState(title, [device_state(d) for d in fay.devices], [])
         report.steps.append(state)
         emit(state)
 
@@ -83,8 +83,8 @@ def _play(fleet: Fleet, report: ScenarioReport, emit: Emit) -> None:
     phone.agent.set_subset_policy(PHONE)
     synced = phone.agent.sync()
     kept = {ids[SAID[0][0]], ids[SAID[1][0]]}  # the preferences come before "for now"
-    with operator.store.session(dee.space_id) as s:
-        chosen = s.subset_members(dee.space_id, phone.agent.device_id or "")
+    with operator.store.session(fay.space_id) as s:
+        chosen = s.subset_members(fay.space_id, phone.agent.device_id or "")
     step("2. the phone's budget shrinks to two records; it syncs")
     report.check(
         "the phone holds what its policy says and nothing else",
@@ -104,7 +104,7 @@ def _play(fleet: Fleet, report: ScenarioReport, emit: Emit) -> None:
         scan.clean and scan.pages > 0 and scan.unreadable_pages == 0,
         scan.describe(),
     )
-    states = {operator.record_status(dee.space_id, r).lifecycle_state.value for r in left}
+    states = {operator.record_status(fay.space_id, r).lifecycle_state.value for r in left}
     skeletons = [v.record_id for v in phone.agent.list_records() if v.lifecycle == FORGOTTEN]
     report.check(
         "leaving is not forgetting: live in the cloud, no skeleton, nothing pending",
@@ -112,7 +112,7 @@ def _play(fleet: Fleet, report: ScenarioReport, emit: Emit) -> None:
         and not skeletons
         and synced.shredded == []
         and sorted(synced.left) == sorted(left)
-        and operator.pending(dee.space_id).forgets == [],
+        and operator.pending(fay.space_id).forgets == [],
         f"cloud states {sorted(states)}, skeletons {skeletons}, left {len(synced.left)}",
     )
 
