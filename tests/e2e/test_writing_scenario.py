@@ -55,6 +55,6 @@ def test_demo_plays_every_scenario(tmp_path: Path, capsys: pytest.CaptureFixture
     assert cli.main(["demo", "--json"]) == 0
     report = capsys.readouterr().out
     assert (
-        '"scenario": "forget-propagation + writing + account-end"' in report
+        '"scenario": "forget-propagation + writing + account-end + device-subset"' in report
         and '"ok": true' in report
     )
