@@ -34,6 +34,7 @@ from datetime import datetime, timedelta
 from cloud.errors import NotFound, PinRefused
 from cloud.store.base import RecordRow, StoreSession, SubsetLogRow, SubsetStateRow
 from cloud.vault import Vault
+from protocol.embedding import DIM
 from protocol.model import LifecycleState, RecordContent
 from protocol.subset import (
     DEFAULT_POLICY,
@@ -53,7 +54,7 @@ FORGOTTEN = LifecycleState.FORGOTTEN.value
 # how long a choice stands when nothing in the space changed: time-based rules (recent,
 # upcoming) move with the clock
 CHOICE_LIFETIME = timedelta(hours=1)
-VECTOR_BYTES = 384 * 4  # what a record's vector adds on a device
+VECTOR_BYTES = DIM * 4  # what a record's float32 vector adds on a device
 
 
 @dataclass(slots=True)
@@ -285,11 +286,6 @@ class SubsetKeeper:
         gone = [r for r in left if r not in still]
         if gone:
             s.drop_holdings(space_id, device_id, "record", gone)
-
-    def written(self, s: StoreSession, space_id: str, device_id: str, records: set[str]) -> None:
-        """The device wrote these records itself: it holds them."""
-        if records and s.subset_state(space_id, device_id) is not None:
-            s.add_subset_members(space_id, device_id, records)
 
     def evaluate(
         self, s: StoreSession, space_id: str, device_id: str, *, force: bool = False

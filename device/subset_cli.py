@@ -20,13 +20,12 @@ from protocol.subset import SubsetBudget, SubsetPolicy, SubsetRules
 Opener = Callable[[argparse.Namespace], DeviceAgent]
 Emit = Callable[[argparse.Namespace, Any, str], None]
 
-_RULE_FLAGS = RULE_FLAGS
 _RULE_NUMBERS = ("upcoming_days", "frequent_uses", "recent_days")
 
 
 def _changed(args: argparse.Namespace, policy: SubsetPolicy) -> SubsetPolicy | None:
     rules: dict[str, Any] = {}
-    for name in _RULE_FLAGS:
+    for name in RULE_FLAGS:
         value = getattr(args, name)
         if value is not None:
             rules[name] = value
@@ -87,7 +86,7 @@ def register(command: Callable[..., Any], open_agent: Opener, emit: Emit) -> Non
     p = command("subset", subset, "what this device keeps: show it, or change rules and budget")
     p.add_argument("--max-records", type=int, default=None)
     p.add_argument("--max-bytes", type=int, default=None)
-    for name in _RULE_FLAGS:
+    for name in RULE_FLAGS:
         flag = name.replace("_", "-")
         group = p.add_mutually_exclusive_group()
         group.add_argument(f"--{flag}", dest=name, action="store_true", default=None)

@@ -363,7 +363,7 @@ class SyncSession:
             self.db, change.record_id, change.episode_ids, change.artifact_ids, at
         ):
             self.report.left.append(change.record_id)
-        elif subset_of.deferred(self.db).count(change.record_id):
+        elif change.record_id in subset_of.deferred(self.db):
             self.report.left_later.append(change.record_id)
 
     # --- pull ------------------------------------------------------------------------
