@@ -161,6 +161,15 @@ def _parse(model: type[_M], raw: dict[str, Any]) -> _M:
         raise MalformedRequest(f"{model.__name__} is malformed: {describe(exc)}") from exc
 
 
+def _since(req: Envelope, version: int) -> None:
+    """Refuse a message new in ``version`` sent in an older one (nothing is changed)."""
+    if req.protocol_version < version:
+        raise MalformedRequest(
+            f"{type(req).__name__} is new in protocol version {version}; this request speaks "
+            f"version {req.protocol_version} (nothing was changed)"
+        )
+
+
 def _credential(request: Request) -> str:
     header = request.headers.get("authorization")
     if not header:
@@ -340,13 +349,6 @@ def create_app(config: CloudConfig) -> FastAPI:
         req = _parse(RecallRequest, await read(request))
         return answer(request, await call(service.recall, space_id, device_id, req))
 
-    def since_subset(req: Envelope, what: str) -> None:
-        if req.protocol_version < SUBSET_SINCE:
-            raise MalformedRequest(
-                f"{what} is new in protocol version {SUBSET_SINCE}; this request speaks "
-                f"version {req.protocol_version} (nothing was changed)"
-            )
-
     @app.get("/v1/subset")
     async def subset(request: Request) -> Response:
         space_id, device_id = await who(request)
@@ -356,14 +358,14 @@ def create_app(config: CloudConfig) -> FastAPI:
     async def subset_policy(request: Request) -> Response:
         space_id, device_id = await who(request)
         req = _parse(SubsetPolicyRequest, await read(request))
-        since_subset(req, "SubsetPolicyRequest")
+        _since(req, SUBSET_SINCE)
         return answer(request, await call(service.set_subset_policy, space_id, device_id, req))
 
     @app.post("/v1/subset/pins")
     async def subset_pin(request: Request) -> Response:
         space_id, device_id = await who(request)
         req = _parse(PinRequest, await read(request))
-        since_subset(req, "PinRequest")
+        _since(req, SUBSET_SINCE)
         return answer(request, await call(service.pin, space_id, device_id, req))
 
     @app.post("/v1/ack")
@@ -397,11 +399,7 @@ def create_app(config: CloudConfig) -> FastAPI:
     async def delete_account(request: Request) -> Response:
         space_id, device_id = await who(request)
         req = _parse(DeleteAccountRequest, await read(request))
-        if req.protocol_version < DELETE_ACCOUNT_SINCE:
-            raise MalformedRequest(
-                f"DeleteAccountRequest is new in protocol version {DELETE_ACCOUNT_SINCE}; this "
-                f"request speaks version {req.protocol_version} (nothing was changed)"
-            )
+        _since(req, DELETE_ACCOUNT_SINCE)
         return answer(request, await call(service.delete_account, space_id, device_id, req))
 
     @app.get("/v1/service")

@@ -332,3 +332,24 @@ def test_a_pull_never_waits_long_for_a_cold_spaces_facts(
     finally:
         release.set()
         fresh.close()
+
+
+def test_the_subset_routes_refuse_an_older_protocol_version_and_change_nothing(
+    config: Any, space: tuple[Device, Device, list[str]]
+) -> None:
+    from fastapi.testclient import TestClient
+
+    from cloud.app import create_app
+
+    _laptop, phone, made = space
+    auth = {"Authorization": f"Bearer {phone.credential}"}
+    with TestClient(create_app(config)) as client:
+        for path, body in (
+            ("/v1/subset/policy", {"policy": {"budget": {"max_records": 0}}}),
+            ("/v1/subset/pins", {"record_id": made[0]}),
+        ):
+            answer = client.post(path, headers=auth, json={"protocol_version": 2, **body})
+            assert answer.status_code == 400, answer.text
+            assert "is new in protocol version 3" in answer.json()["message"]
+        view = client.get("/v1/subset", headers=auth).json()["subset"]
+        assert view["pins"] == [] and view["policy"]["budget"]["max_records"] == 5000
