@@ -253,12 +253,18 @@ def cmd_worker(args: argparse.Namespace) -> int:
     import logging
     import socket
 
+    from cloud.consolidator.stopping import StopSignals
+
+    # first: a stop while the worker loads ends it cleanly (exit 0), never with -15
+    stop = None if args.once else StopSignals()
     from cloud.consolidator.scheduler import crash_hook, run_forever, run_once
     from cloud.consolidator.worker import Consolidator
 
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s")
     logging.getLogger("apscheduler").setLevel(logging.WARNING)
     worker_id = args.worker_id or f"{socket.gethostname()}:{os.getpid()}"
+    log = logging.getLogger("memsync.consolidator")
+    log.info("worker %s: starting", worker_id)
     try:
         daily_at = _daily_at(args.daily_at)
         if args.interval <= 0 or args.lease_seconds <= 0 or args.batch < 1:
@@ -275,8 +281,10 @@ def cmd_worker(args: argparse.Namespace) -> int:
                 batch=args.batch,
                 fault=fault,
             )
-            if not args.once:
-                run_forever(consolidator, session_end_seconds=args.interval, daily_at=daily_at)
+            if stop is not None:
+                run_forever(
+                    consolidator, stop, session_end_seconds=args.interval, daily_at=daily_at
+                )
                 return 0
             report = run_once(consolidator)
     except CloudError as exc:

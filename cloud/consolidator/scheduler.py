@@ -4,7 +4,9 @@ background) and the daily job once a day (``memsync cloud worker``).
 
 Invariants:
 - SIGTERM/SIGINT stop the worker between items: the item in hand is finished, the
-  other claimed items are given back, and the process exits.
+  other claimed items are given back, and the process exits 0. That holds from the
+  moment ``memsync cloud worker`` starts (``stopping``): a stop asked for while the
+  worker still loads waits, pending, and ends it before it claims anything.
 - Both jobs run at most one instance at a time per process and coalesce missed runs;
   a job that raises is logged and runs again at its next time. The work itself is
   safe to run in any number of processes at once (leases, ``worker``).
@@ -23,12 +25,12 @@ import signal
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from types import FrameType
 
-from apscheduler.schedulers.blocking import BlockingScheduler
+from apscheduler.schedulers.background import BackgroundScheduler
 from apscheduler.triggers.cron import CronTrigger
 from apscheduler.triggers.interval import IntervalTrigger
 
+from cloud.consolidator.stopping import StopSignals
 from cloud.consolidator.worker import Consolidator, RunReport
 
 log = logging.getLogger("memsync.consolidator")
@@ -89,12 +91,20 @@ def _job(name: str, run: Callable[[], RunReport]) -> Callable[[], None]:
 
 def run_forever(
     consolidator: Consolidator,
+    stop: StopSignals,
     *,
     session_end_seconds: float = SESSION_END_SECONDS,
     daily_at: tuple[int, int] = DAILY_AT,
 ) -> None:
-    """Run the two jobs on their schedules until SIGTERM or SIGINT."""
-    scheduler = BlockingScheduler(timezone=UTC)
+    """Run the jobs on their schedules until SIGTERM or SIGINT, then stop between items.
+
+    A stop already pending (asked for while the worker loaded) ends it at once, before
+    any job runs."""
+    if stop.pending():
+        name = stop.wait()
+        log.info("worker %s: %s before the first job, stopped", consolidator.worker_id, name)
+        return
+    scheduler = BackgroundScheduler(timezone=UTC)
     scheduler.add_job(
         _job("session-end", consolidator.run_session_end),
         IntervalTrigger(seconds=session_end_seconds, timezone=UTC),
@@ -122,13 +132,7 @@ def run_forever(
         coalesce=True,
         misfire_grace_time=3600,
     )
-
-    def stop(_signum: int, _frame: FrameType | None) -> None:
-        consolidator.stop()  # the running job ends after its current item
-        scheduler.shutdown(wait=True)
-
-    signal.signal(signal.SIGTERM, stop)
-    signal.signal(signal.SIGINT, stop)
+    scheduler.start()
     log.info(
         "worker %s: session-end every %ss, daily at %02d:%02d UTC",
         consolidator.worker_id,
@@ -136,4 +140,7 @@ def run_forever(
         hour,
         minute,
     )
-    scheduler.start()
+    name = stop.wait()
+    log.info("worker %s: %s, stopping after the item in hand", consolidator.worker_id, name)
+    consolidator.stop()  # the running job ends after its current item
+    scheduler.shutdown(wait=True)

@@ -7,6 +7,7 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 import time
 from collections import Counter
 from collections.abc import Iterator
@@ -16,7 +17,9 @@ import pytest
 from sqlalchemy import select
 
 from cloud.config import CloudConfig
-from cloud.consolidator.scheduler import CRASH_ENV
+from cloud.consolidator.scheduler import CRASH_ENV, run_forever
+from cloud.consolidator.stopping import StopSignals
+from cloud.consolidator.worker import Consolidator
 from cloud.detector import default_detector
 from cloud.service import SYSTEM_ACTOR, CloudService
 from cloud.store import schema as t
@@ -32,6 +35,7 @@ CITIES += ["Madrid", "Dublin", "Zurich", "Athens"]
 SENTENCES = [f"My friend {n} lives in {c}." for n, c in zip(NAMES, CITIES, strict=True)]
 LEASE = "2"
 DEADLINE = 90.0
+RUNNING = "session-end every"  # the worker's line once its scheduler runs
 
 
 @pytest.fixture
@@ -62,6 +66,10 @@ def _worker(
     return subprocess.Popen(argv, cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT)
 
 
+def _log(cloud: CloudService, name: str) -> str:
+    return (cloud.key_store_path.parent / f"{name}.log").read_text()
+
+
 def _items(cloud: CloudService, space: str) -> list[WorkItemRow]:
     with cloud.store.session() as s:
         return s.work_items(space, "candidate", ("waiting", "done", "dropped"))
@@ -75,13 +83,11 @@ def _system_receipts(cloud: CloudService) -> list[Receipt]:
         return [Receipt.model_validate_json(r[0]) for r in rows]
 
 
-def test_a_killed_worker_loses_nothing_and_doubles_nothing(
-    cloud: CloudService, ops: Ops, tmp_path: Path
-) -> None:
-    assert all(d.candidate for d in default_detector().detect(SENTENCES))  # precondition
-    phone, laptop = new_user(cloud, "alice", "phone", "laptop")
+def _candidates(ops: Ops, episodes: int) -> list[dict[str, object]]:
+    """Episodes of two sentences each, both marked as candidates, in three conversations
+    that then end: one work item per sentence."""
     raw = []
-    for n in range(6):  # six episodes of two sentences, in three conversations
+    for n in range(episodes):
         episode = f"ep_proc{n:06d}"
         conversation = f"conv-{n % 3}"
         raw.append(ops.episode(episode, f"{SENTENCES[2 * n]} {SENTENCES[2 * n + 1]}", conversation))
@@ -98,7 +104,16 @@ def test_a_killed_worker_loses_nothing_and_doubles_nothing(
                     "model_id": "device@test",
                 }
             )
-    raw += [{**ops._base("end_session"), "conversation_id": f"conv-{c}"} for c in range(3)]
+    ends = range(min(episodes, 3))
+    return raw + [{**ops._base("end_session"), "conversation_id": f"conv-{c}"} for c in ends]
+
+
+def test_a_killed_worker_loses_nothing_and_doubles_nothing(
+    cloud: CloudService, ops: Ops, tmp_path: Path
+) -> None:
+    assert all(d.candidate for d in default_detector().detect(SENTENCES))  # precondition
+    phone, laptop = new_user(cloud, "alice", "phone", "laptop")
+    raw = _candidates(ops, 6)
     applied(push(cloud, phone, *raw))
 
     # a worker claims four items, writes the first, and is killed (SIGKILL) right after
@@ -115,7 +130,9 @@ def test_a_killed_worker_loses_nothing_and_doubles_nothing(
     ]
     try:
         deadline = time.monotonic() + DEADLINE
-        while any(i.state == "waiting" for i in _items(cloud, phone.space_id)):
+        while any(i.state == "waiting" for i in _items(cloud, phone.space_id)) or not all(
+            RUNNING in _log(cloud, name) for name in ("left", "right")
+        ):  # the work done, and both workers running, so each is stopped between items
             assert time.monotonic() < deadline, "the survivors did not finish the work in time"
             assert all(p.poll() is None for p in survivors), "a surviving worker exited"
             time.sleep(0.2)
@@ -148,3 +165,52 @@ def test_a_killed_worker_loses_nothing_and_doubles_nothing(
     assert all(learned.states[rid].lifecycle_state.value == "active" for rid in record_ids)
     logs = {p.name: p.read_text() for p in tmp_path.rglob("*.log")}
     assert "test fault hook" in logs["doomed.log"]
+
+
+@pytest.fixture
+def stop() -> Iterator[StopSignals]:
+    signals = StopSignals()  # in the main thread, as the worker makes it
+    try:
+        yield signals
+    finally:
+        signals.close()
+
+
+def test_a_stop_asked_for_while_the_worker_loads_ends_it_before_any_claim(
+    cloud: CloudService, ops: Ops, stop: StopSignals
+) -> None:
+    """A SIGTERM before the scheduler runs (the worker still loading its model) is kept,
+    not fatal: run_forever takes it and returns at once; nothing is claimed."""
+    phone, _laptop = new_user(cloud, "alice", "phone", "laptop")
+    applied(push(cloud, phone, *_candidates(ops, 1)))
+    before = _items(cloud, phone.space_id)
+    assert [i.state for i in before] == ["waiting", "waiting"]
+    os.kill(os.getpid(), signal.SIGTERM)  # the default action would end pytest itself
+    consolidator = Consolidator(cloud, worker_id="early", lease_seconds=60)  # loading
+    assert stop.pending()
+    run_forever(consolidator, stop, session_end_seconds=0.05)  # returns: no scheduler
+    assert _items(cloud, phone.space_id) == before  # nothing claimed, nothing written
+
+
+def test_a_running_worker_stops_on_sigterm_after_its_work(
+    cloud: CloudService, ops: Ops, stop: StopSignals
+) -> None:
+    """The SIGTERM reaches the worker waiting in another thread (the kernel may hand it
+    to any thread); the jobs stop and run_forever returns."""
+    phone, _laptop = new_user(cloud, "alice", "phone", "laptop")
+    applied(push(cloud, phone, *_candidates(ops, 1)))
+    consolidator = Consolidator(cloud, worker_id="steady", lease_seconds=60)
+    thread = threading.Thread(
+        target=run_forever, args=(consolidator, stop), kwargs={"session_end_seconds": 0.05}
+    )
+    thread.start()
+    deadline = time.monotonic() + DEADLINE
+    while any(i.state == "waiting" for i in _items(cloud, phone.space_id)):
+        assert time.monotonic() < deadline, "the worker did not consolidate in time"
+        assert thread.is_alive()
+        time.sleep(0.05)
+    assert not stop.pending()
+    os.kill(os.getpid(), signal.SIGTERM)
+    thread.join(timeout=DEADLINE)
+    assert not thread.is_alive(), "run_forever did not return after SIGTERM"
+    assert {i.state for i in _items(cloud, phone.space_id)} == {"done"}
