@@ -5,7 +5,10 @@
 ``CloudService.push`` in batches of 500 ops, exactly as a device's pushes would be
 applied (decide, effects, sealing, receipts), minus HTTP. ``caught_up_device`` makes
 a real ``DeviceAgent`` (its own SQLCipher file) in that space and syncs it over HTTP
-until its cursor is at the end, with random unit vectors instead of the embedding
+until its cursor is at the end. The device speaks protocol 2 at most (``MIRROR``), so
+it holds the whole space: issue 6's benches (pull cost, key destruction) measure the
+feed and the shredding on every record, not a device subset (issue 9's bench,
+``bench.subset``, measures that), with random unit vectors instead of the embedding
 model (``bench.retrieval.fast_vectors``: the store holds the same rows either way).
 
 Invariants: nothing here times anything it does not return; every push's receipts
@@ -36,6 +39,7 @@ from protocol.operations import AddEpisode, ForgetPermanently, ReceiptStatus, Re
 AT = datetime(2026, 11, 29, 9, 0, tzinfo=UTC)
 BATCH = 500
 PASSPHRASE = "bench passphrase"
+MIRROR = (1, 2)  # a device speaking protocol 2 at most mirrors the whole space
 
 
 class BuildFailed(RuntimeError):
@@ -167,9 +171,15 @@ def caught_up_device(
     cloud_url: str,
     transport: httpx.BaseTransport | None = None,
 ) -> tuple[DeviceAgent, float]:
-    """A real device enrolled in ``space`` whose cursor is at the end; and its sync time."""
+    """A real device enrolled in ``space`` whose cursor is at the end, holding every
+    record (a protocol-2 mirror); and its sync time."""
     agent = DeviceAgent.create(
-        folder, PASSPHRASE, device_name="reader", cloud_url=cloud_url, transport=transport
+        folder,
+        PASSPHRASE,
+        device_name="reader",
+        cloud_url=cloud_url,
+        transport=transport,
+        protocol_versions=MIRROR,
     )
     agent.enroll(service.new_enrollment_code(space.space_id))
     start = time.perf_counter()

@@ -67,7 +67,7 @@ import httpx
 from rich.table import Table
 
 from bench.retrieval import fast_vectors
-from bench.spaces import PASSPHRASE, db_bytes, headless_device, push_checked, sentence
+from bench.spaces import MIRROR, PASSPHRASE, db_bytes, headless_device, push_checked, sentence
 from cloud.service import CloudService
 from cloud.subset import VECTOR_BYTES
 from device.agent import DeviceAgent
@@ -85,7 +85,6 @@ MB = 1e6
 # (``device.client.DEFAULT_TIMEOUT``), so a slow cloud still gives figures; every request
 # that took longer than the device's own timeout is counted (``over_device_timeout``)
 BENCH_TIMEOUT = 900.0
-MIRROR = (1, 2)  # a device speaking protocol 2 at most mirrors the whole space
 SPAN = timedelta(days=730)  # records of a space are learned over two years
 MAX_STEP_RECORDS = 250  # records per push (500 ops, one batch of push_checked)
 MIN_STEPS = 40  # at least this many clock steps per build, so a small space spreads too
