@@ -622,7 +622,11 @@ class CloudService:
                 return PullResponse(
                     changes=[], cursor=encode_cursor(after, gen or 0), has_more=True
                 )
-            self._choose_subset(space_id, device_id, req, after, gen)
+            # the page reads no change past the position the choice saw: a commit in
+            # between is read after the next pull's choice, never skipped as "not kept"
+            ceiling: int | None = self._choose_subset(space_id, device_id, req, after, gen)
+        else:
+            ceiling = None
         with self.store.session(space_id, lock=False) as s:
             device = self._enrolled(s, space_id, device_id)
             floor = self._check_cursor(s, space_id, req.cursor, after)
@@ -650,7 +654,10 @@ class CloudService:
             scanned = 0
             while True:
                 rows = s.changes_after(space_id, last, req.limit + 1)
-                has_more = len(rows) > req.limit
+                capped = ceiling is not None and bool(rows) and rows[-1].seq > ceiling
+                if capped:
+                    rows = [row for row in rows if ceiling is None or row.seq <= ceiling]
+                has_more = capped or len(rows) > req.limit
                 for row in rows[: req.limit]:
                     if feed is None or feed.wanted(row):
                         page.add(reader.read(row))
@@ -661,7 +668,7 @@ class CloudService:
                 has_more = has_more or (bool(rows) and last != rows[-1].seq)
                 # a subset page reads on past what the device does not keep, so a pull
                 # is not a round trip per page of other records' rows
-                if feed is None or not has_more or len(page.changes) >= req.limit:
+                if feed is None or capped or not has_more or len(page.changes) >= req.limit:
                     break
                 if scanned >= _SCAN_PER_PAGE:
                     break
@@ -690,9 +697,10 @@ class CloudService:
 
     def _choose_subset(
         self, space_id: str, device_id: str, req: PullRequest, after: int, gen: int | None
-    ) -> None:
+    ) -> int:
         """Before a protocol-3 pull reads: confirm the log the cursor names, note the
-        running use counts it reports, choose again if due. A replay writes nothing."""
+        running use counts it reports, choose again if due. A replay writes nothing.
+        Returns the feed position the standing choice covers."""
         with self.store.session(space_id, lock=True) as s:
             self._enrolled(s, space_id, device_id)
             self._check_cursor(s, space_id, req.cursor, after)
@@ -710,7 +718,7 @@ class CloudService:
                         if u.record_id in known
                     ],
                 )
-            self.subsets.evaluate(s, space_id, device_id)
+            return self.subsets.evaluate(s, space_id, device_id).as_of
 
     def compact(self, space_id: str) -> CompactionReport:
         """Compact the space's change feed under the space lock: delete the rows that

@@ -211,6 +211,7 @@ class Evaluation:
     entered: list[str]
     left: list[str]
     choice: Choice | None  # None: the standing choice still held
+    as_of: int  # the feed position the standing choice covers
 
 
 def _summary(choice: Choice) -> str:
@@ -301,7 +302,7 @@ class SubsetKeeper:
             and state.evaluated_seq == last
             and now - state.evaluated_at < CHOICE_LIFETIME
         ):
-            return Evaluation([], [], None)
+            return Evaluation([], [], None, last)
         facts = self.facts.facts(s, space_id)
         if state is None:
             # the first choice: the device holds what it was sent or wrote before
@@ -333,7 +334,7 @@ class SubsetKeeper:
         s.remove_subset_members(space_id, device_id, [*left, *forgotten])
         s.add_subset_members(space_id, device_id, entered)
         s.save_subset_state(space_id, device_id, SubsetStateRow(gen, last, now, _summary(choice)))
-        return Evaluation(entered, left, choice)
+        return Evaluation(entered, left, choice, last)
 
     # --- reading ----------------------------------------------------------------------
 

@@ -12,6 +12,9 @@ Invariants:
   an episode only while it is a source of one of them (or of no live record); an
   artifact only while one of its parents is. Projects and key destructions reach
   every device: a forget is announced to all, whatever they hold.
+- A page reads no feed row past the position its subset was chosen at
+  (``CloudService.pull``): a record committed between the choice and the read waits
+  for the next pull's choice instead of being skipped as "not kept".
 """
 
 from __future__ import annotations

@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from cloud.errors import NotFound, PinRefused
-from cloud.service import CloudService, decode_subset_gen
+from cloud.service import CloudService, decode_cursor, decode_subset_gen
 from protocol.messages import (
     KeyDestruction,
     PinRequest,
@@ -298,6 +298,45 @@ def test_a_subset_page_reads_past_rows_of_records_the_device_does_not_keep(
             break
     # about 920 feed rows, 100 a page: one round trip, not ten, for the 3 it keeps
     assert kept == {made[0], made[2], made[4]} and pages == 1
+
+
+def test_a_commit_between_the_choice_and_the_read_waits_for_the_next_choice(
+    service: CloudService,
+    ops: Ops,
+    space: tuple[Device, Device, list[str]],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A pull chooses the subset, then reads the feed in another transaction. A record
+    committed in between is not in the choice: the page must stop at the position the
+    choice saw and say "more to come", not move the cursor past the record's rows as if
+    the device did not keep it (a live pull at that cursor would then sleep through it)."""
+    laptop, phone, _made = space
+    _changes, cursor = pull(service, phone, None)
+    before = service.last_seq(phone.space_id)
+    original = service._choose_subset
+
+    def choose_then_another_device_commits(*args: Any) -> int:
+        as_of = original(*args)
+        episode, record = "ep_between000001", "rec_between000001"
+        applied(
+            push(
+                service,
+                laptop,
+                ops.episode(episode, "I moved to Porto in May."),
+                ops.remember(record, "I moved to Porto in May.", [episode]),
+            )
+        )
+        return as_of
+
+    monkeypatch.setattr(service, "_choose_subset", choose_then_another_device_commits)
+    page = service.pull(phone.space_id, phone.device_id, PullRequest(cursor=cursor))
+    monkeypatch.undo()
+    assert service.last_seq(phone.space_id) > before  # the commit came in between
+    assert page.changes == [] and page.has_more  # nothing skipped; the device asks again
+    assert decode_cursor(page.cursor) == before  # at the position the choice saw
+    changes, _ = pull(service, phone, page.cursor)
+    assert entered(changes) == ["rec_between000001"]
+    assert versions(changes) == {"rec_between000001"}
 
 
 def test_a_pull_never_waits_long_for_a_cold_spaces_facts(
