@@ -1163,7 +1163,8 @@ class DeviceAgent:
             self.stop_live()
 
     def _queued(self) -> None:
-        """A local op was applied (and maybe queued): a live loop pushes it at once."""
+        """A local op was applied (and maybe queued), or the subset changed: a live loop
+        syncs at once."""
         live = self._live
         if live is not None:
             live.queued()
@@ -1242,21 +1243,24 @@ class DeviceAgent:
 
     def set_subset_policy(self, policy: SubsetPolicy) -> SubsetView:
         """Replace this device's subset rules and budget; what enters and leaves arrives
-        with the next sync (records that leave are evicted, never forgotten)."""
+        with the next sync, at once in live mode (records that leave are evicted, never
+        forgotten)."""
         self._enrolled("change its subset")
         with self._revocable():
-            return (
+            view = (
                 self._cloud()
                 .post("/v1/subset/policy", SubsetPolicyRequest(policy=policy), SubsetResponse)
                 .subset
             )
+        self._queued()  # a live loop's pull waits for the feed, which this did not move
+        return view
 
     def pin(self, record_id: str, pinned: bool = True) -> SubsetView:
         """Keep a record on this device whatever the rules say (within the budget); it
-        arrives with the next sync. ``pinned=False`` unpins it."""
+        arrives with the next sync, at once in live mode. ``pinned=False`` unpins it."""
         self._enrolled("pin a record")
         with self._revocable():
-            return (
+            view = (
                 self._cloud()
                 .post(
                     "/v1/subset/pins",
@@ -1265,6 +1269,8 @@ class DeviceAgent:
                 )
                 .subset
             )
+        self._queued()  # a live loop's pull waits for the feed, which this did not move
+        return view
 
     def unpin(self, record_id: str) -> SubsetView:
         return self.pin(record_id, pinned=False)

@@ -21,6 +21,7 @@ from cloud.config import CloudConfig
 from device.agent import DeviceAgent
 from device.live import LiveEvent, LiveEventKind, LiveSync
 from protocol.model import LifecycleState
+from protocol.subset import SubsetBudget, SubsetPolicy
 from simulator.cloud_runner import RunningCloud
 from simulator.forensics import scan_device_database
 from simulator.transport import SwitchableTransport
@@ -188,6 +189,33 @@ def test_a_forget_crosses_cloud_processes_on_postgresql(
         devices = make_devices([one, two])
         assert [d.cloud for d in devices] == [one, two, one]  # the laptop is on the other
         _forget_reaches_every_live_device(devices)
+
+
+def test_a_pin_in_live_mode_brings_the_record_at_once(
+    tmp_path: Path, make_devices: Callable[[list[RunningCloud]], list[LiveDevice]]
+) -> None:
+    """A pin changes the subset, not the feed, so no live pull wakes for it: the agent
+    syncs at once itself, instead of leaving the record until the wait passes."""
+    with RunningCloud.sqlite(tmp_path / "cloud") as cloud:
+        phone, laptop, _tablet = make_devices([cloud])
+        laptop.agent.set_subset_policy(SubsetPolicy(budget=SubsetBudget(max_records=1)))
+        phone.agent.say(f"{SECRET} {KEPT}", "gym")
+        made = [phone.agent.remember(text, "gym").record_id for text in (SECRET, KEPT)]
+        phone.agent.sync()
+        laptop.agent.sync()
+        missing = [r for r in made if r is not None and not laptop.agent.holds(r)]
+        assert len(missing) == 1  # the budget leaves one out
+        watch = Watch()
+        with laptop.agent.live(wait=WAIT, on_event=watch.listener(laptop)):
+            watch.until(lambda: _parked([cloud]) == 1, "the laptop parked in a live pull")
+            laptop.agent.set_subset_policy(SubsetPolicy(budget=SubsetBudget(max_records=2)))
+            watch.until(lambda: laptop.agent.holds(missing[0]), "the record enters at once")
+            laptop.agent.set_subset_policy(SubsetPolicy(budget=SubsetBudget(max_records=1)))
+            laptop.agent.pin(missing[0])
+            watch.until(
+                lambda: laptop.agent.holds(missing[0]) and len(laptop.agent.held_records()) == 1,
+                "the pin keeps it and the other leaves at once",
+            )
 
 
 def test_a_device_that_was_offline_catches_up_when_it_comes_back(
