@@ -59,6 +59,7 @@ import hashlib
 import logging
 import re
 import sqlite3
+import sys
 import threading
 from collections.abc import Callable, Iterator, Sequence
 from datetime import datetime, timedelta
@@ -624,9 +625,9 @@ class CloudService:
                 )
             # the page reads no change past the position the choice saw: a commit in
             # between is read after the next pull's choice, never skipped as "not kept"
-            ceiling: int | None = self._choose_subset(space_id, device_id, req, after, gen)
+            upto = self._choose_subset(space_id, device_id, req, after, gen)
         else:
-            ceiling = None
+            upto = sys.maxsize  # a mirror reads as far as the feed goes
         with self.store.session(space_id, lock=False) as s:
             device = self._enrolled(s, space_id, device_id)
             floor = self._check_cursor(s, space_id, req.cursor, after)
@@ -654,9 +655,9 @@ class CloudService:
             scanned = 0
             while True:
                 rows = s.changes_after(space_id, last, req.limit + 1)
-                capped = ceiling is not None and bool(rows) and rows[-1].seq > ceiling
+                capped = bool(rows) and rows[-1].seq > upto
                 if capped:
-                    rows = [row for row in rows if ceiling is None or row.seq <= ceiling]
+                    rows = [row for row in rows if row.seq <= upto]
                 has_more = capped or len(rows) > req.limit
                 for row in rows[: req.limit]:
                     if feed is None or feed.wanted(row):

@@ -15,13 +15,13 @@ Invariants:
 
 from __future__ import annotations
 
-import select
 import signal
 import socket
 from types import FrameType
 from typing import Any
 
 STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT)
+_STOP_NUMBERS = frozenset(int(s) for s in STOP_SIGNALS)  # as the wakeup socket carries them
 
 
 def _noted(_signum: int, _frame: FrameType | None) -> None:
@@ -40,9 +40,7 @@ class StopSignals:
 
     def pending(self) -> bool:
         """A stop was asked for (and is still there to take)."""
-        if self._taken is not None:
-            return True
-        return bool(select.select([self._read], [], [], 0)[0]) and self._take(block=False)
+        return self._taken is not None or self._take(block=False)
 
     def wait(self) -> str:
         """Block until SIGTERM or SIGINT (at once if one is pending); its name."""
@@ -56,7 +54,7 @@ class StopSignals:
             data = self._read.recv(64)
         except BlockingIOError:
             return False
-        stops = [signal.Signals(b).name for b in data if b in {int(s) for s in STOP_SIGNALS}]
+        stops = [signal.Signals(b).name for b in data if b in _STOP_NUMBERS]
         if stops:
             self._taken = stops[0]
         return bool(stops)
