@@ -210,40 +210,36 @@ def _machine() -> dict[str, Any]:
     }
 
 
+def _stamped(**parts: Any) -> dict[str, Any]:
+    """A results document: when and on what machine, then the parts measured."""
+    return {
+        "when": datetime.now(UTC).isoformat(timespec="seconds"),
+        "machine": _machine(),
+        **parts,
+    }
+
+
 def run_sync(smoke: bool) -> dict[str, Any]:
     """Issue 6's sync benches alone (``--only sync``): fleet, pull cost, key destruction
     and live sync."""
     with tempfile.TemporaryDirectory(prefix="memsync-bench-sync-") as tmp:
         sync = sync_suite.run(Path(tmp) / "sync", sync_suite.SMOKE if smoke else sync_suite.FULL)
         live = live_bench.measure(Path(tmp) / "live", smoke)
-    return {
-        "when": datetime.now(UTC).isoformat(timespec="seconds"),
-        "machine": _machine(),
-        "sync": sync,
-        "live_sync": live,
-    }
+    return _stamped(sync=sync, live_sync=live)
 
 
 def run_export(smoke: bool) -> dict[str, Any]:
     """Issue 7's export bench alone (``--only export``)."""
     with tempfile.TemporaryDirectory(prefix="memsync-bench-export-") as tmp:
         export = export_bench.measure(Path(tmp) / "export", smoke)
-    return {
-        "when": datetime.now(UTC).isoformat(timespec="seconds"),
-        "machine": _machine(),
-        "export": export,
-    }
+    return _stamped(export=export)
 
 
 def run_subset(smoke: bool) -> dict[str, Any]:
     """Issue 9's device subset bench alone (``--only subset``)."""
     with tempfile.TemporaryDirectory(prefix="memsync-bench-subset-") as tmp:
         subset = subset_bench.measure(Path(tmp) / "subset", smoke)
-    return {
-        "when": datetime.now(UTC).isoformat(timespec="seconds"),
-        "machine": _machine(),
-        "subset": subset,
-    }
+    return _stamped(subset=subset)
 
 
 def run(
@@ -292,27 +288,25 @@ def run(
         "consolidator_vs_explicit_remember": consolidation["consolidated_per_s"]
         / consolidation["remember_applied_per_s"],
     }
-    return {
-        "when": datetime.now(UTC).isoformat(timespec="seconds"),
-        "machine": _machine(),
-        "workload": {
+    return _stamped(
+        workload={
             "device_pairs": n_device,
             "push_pairs": n_push,
             "row_bytes": ROW_BYTES,
             "candidates": n_consolidate,
         },
-        "plain_sqlite_file_is_plaintext": plain_header.startswith(b"SQLite format 3"),
-        "figures": figures,
-        "ratios": ratios,
-        "retrieval_quality": quality,
-        "retrieval_latency": latency,
-        "embedding": embedding,
-        "detector": detector,
-        "live_sync": live,
-        "sync": sync,
-        "export": export,
-        "subset": subset,
-    }
+        plain_sqlite_file_is_plaintext=plain_header.startswith(b"SQLite format 3"),
+        figures=figures,
+        ratios=ratios,
+        retrieval_quality=quality,
+        retrieval_latency=latency,
+        embedding=embedding,
+        detector=detector,
+        live_sync=live,
+        sync=sync,
+        export=export,
+        subset=subset,
+    )
 
 
 def render(result: dict[str, Any]) -> Table:

@@ -220,28 +220,36 @@ def _shape(rng: random.Random, at: datetime) -> dict[str, Any]:
     return {"life_areas": [rng.choice(_PLAIN_AREAS)]}
 
 
+def _by_user(at: datetime) -> dict[str, Any]:
+    return {"made_at": at, "initiated_by": Initiator.USER}
+
+
+def _said(op_id: str, episode: str, conversation: str, text: str, at: datetime) -> dict[str, Any]:
+    """The user's words, as the episode a record is made from."""
+    return AddEpisode(
+        op_id=op_id,
+        episode_id=episode,
+        conversation_id=conversation,
+        text=text,
+        typed_at=at,
+        **_by_user(at),
+    ).model_dump(mode="json")
+
+
 def _memory(
     tag: int, i: int, op_number: int, text: str, at: datetime, shape: dict[str, Any]
 ) -> list[dict[str, Any]]:
     """An episode and the record ``remember`` makes of it."""
-    user: dict[str, Any] = {"made_at": at, "initiated_by": Initiator.USER}
     episode = _ident("ep", tag, i)
     return [
-        AddEpisode(
-            op_id=_ident("op", tag, op_number),
-            episode_id=episode,
-            conversation_id=f"c{i}",
-            text=text,
-            typed_at=at,
-            **user,
-        ).model_dump(mode="json"),
+        _said(_ident("op", tag, op_number), episode, f"c{i}", text, at),
         Remember(
             op_id=_ident("op", tag, op_number + 1),
             record_id=_ident("rec", tag, i),
             text=text,
             conversation_id=f"c{i}",
             source_episode_ids=[episode],
-            **user,
+            **_by_user(at),
             **shape,
         ).model_dump(mode="json"),
     ]
@@ -249,24 +257,16 @@ def _memory(
 
 def _correction(tag: int, j: int, record: int, text: str, at: datetime) -> list[dict[str, Any]]:
     """A new episode and a ``correct`` of record number ``record`` in its words."""
-    user: dict[str, Any] = {"made_at": at, "initiated_by": Initiator.USER}
     episode = _ident("ep", tag, OP_BASE + j)
     return [
-        AddEpisode(
-            op_id=_ident("op", tag, OP_BASE + 2 * j),
-            episode_id=episode,
-            conversation_id=f"fix{j}",
-            text=text,
-            typed_at=at,
-            **user,
-        ).model_dump(mode="json"),
+        _said(_ident("op", tag, OP_BASE + 2 * j), episode, f"fix{j}", text, at),
         Correct(
             op_id=_ident("op", tag, OP_BASE + 2 * j + 1),
             record_id=_ident("rec", tag, record),
             text=text,
             conversation_id=f"fix{j}",
             source_episode_ids=[episode],
-            **user,
+            **_by_user(at),
         ).model_dump(mode="json"),
     ]
 

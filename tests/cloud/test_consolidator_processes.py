@@ -62,12 +62,17 @@ def _worker(
         "--store", cloud.config.store_url, "--keys", str(cloud.config.key_store_path),
         "--worker-id", name, "--lease-seconds", LEASE, *extra,
     ]  # fmt: skip
-    log = open(cloud.key_store_path.parent / f"{name}.log", "wb")  # noqa: SIM115
+    log = open(_log_path(cloud, name), "wb")  # noqa: SIM115
     return subprocess.Popen(argv, cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT)
 
 
+def _log_path(cloud: CloudService, name: str) -> Path:
+    """Where the worker ``name`` writes its log."""
+    return cloud.key_store_path.parent / f"{name}.log"
+
+
 def _log(cloud: CloudService, name: str) -> str:
-    return (cloud.key_store_path.parent / f"{name}.log").read_text()
+    return _log_path(cloud, name).read_text()
 
 
 def _items(cloud: CloudService, space: str) -> list[WorkItemRow]:
