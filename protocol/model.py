@@ -180,6 +180,26 @@ class Evidence(WireModel):
         return max((o.at for o in self.observations), default=None)
 
 
+class StatementRelation(StrEnum):
+    """How a new statement relates to one the user had (``protocol.relating`` decides)."""
+
+    CORRECTION = "correction"  # the new one supersedes; the old is no longer current
+    ADDITION = "addition"  # both stay current (another value, another attribute)
+    EXCEPTION = "exception"  # a one-off beside the lasting record, which is unchanged
+    CONFLICT = "conflict"  # both kept, flagged, always retrieved together
+    UNRELATED = "unrelated"
+
+
+class RelationNote(WireModel):
+    """The decision about one earlier record, and the evidence it rests on, kept with the
+    newer record (sealed with it) so "How do you know this?" can say why."""
+
+    kind: StatementRelation
+    record_id: RecordId
+    evidence: Annotated[str, Field(min_length=1, max_length=500)]
+    at: UtcDatetime  # when the newer statement was said
+
+
 class Alternative(WireModel):
     """Another plausible reading of the same evidence."""
 
@@ -254,6 +274,12 @@ class RecordContent(WireModel):
     derived_from: list[RecordId] = []
     said_at: UtcDatetime | None = None
     background: bool = False  # written by background consolidation, not in conversation
+    # A sentence with no subject of its own ("No wait, it's on the 17th.") takes the
+    # subject of the user's previous sentence in the same conversation; that sentence is
+    # kept verbatim beside it (a whole typed sentence of one of the source episodes).
+    context_text: Annotated[Text | None, Field(exclude_if=lambda v: v is None)] = None
+    context_said_at: Annotated[UtcDatetime | None, Field(exclude_if=lambda v: v is None)] = None
+    relations: Annotated[list[RelationNote], Field(max_length=64, exclude_if=lambda v: not v)] = []
 
     @model_validator(mode="before")
     @classmethod
