@@ -247,7 +247,7 @@ class EffectWriter:
         )
         self.change(seq, "record_version", record_id=record_id, version=version)
         self._hold("record", record_id)
-        keys = subjects.stored_keys(content.text, content.subject)
+        keys = subjects.stored_keys(content.text, content.subject, content.context_text)
         s.set_subject_tokens(space, record_id, [self.vault.subject_token(space, k) for k in keys])
         s.add_derivations(
             space,

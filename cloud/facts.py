@@ -34,7 +34,14 @@ from protocol.operations import (
     RestrictUsage,
     SetProject,
 )
-from protocol.rules import DerivedItem, EpisodeFacts, Facts, RecordFacts, episodes_named
+from protocol.rules import (
+    DerivedItem,
+    EpisodeFacts,
+    Facts,
+    RecordFacts,
+    episodes_named,
+    related_keys,
+)
 
 FORGOTTEN = LifecycleState.FORGOTTEN.value
 
@@ -105,10 +112,11 @@ class FactsReader:
 
     def related(self, record_id: str, text: str, subject: str | None) -> list[RecordFacts]:
         """Active records the subject index finds for ``text``/``subject``."""
-        tokens = [
-            self.vault.subject_token(self.space_id, key)
-            for key in subjects.lookup_keys(text, subject)
-        ]
+        return self.related_by_keys(record_id, subjects.lookup_keys(text, subject))
+
+    def related_by_keys(self, record_id: str, keys: Sequence[str]) -> list[RecordFacts]:
+        """Active records the subject index holds under any of ``keys``."""
+        tokens = [self.vault.subject_token(self.space_id, key) for key in keys]
         found = self.s.records_with_subjects(self.space_id, tokens)
         ids = [r for r in found if r != record_id]
         rows = sorted(
@@ -189,12 +197,12 @@ class FactsReader:
                 episodes_named(op, record.content if record is not None else None)
             )
             if isinstance(op, Remember):
-                related = self.related(op.record_id, op.text, op.subject)
+                related = self.related_by_keys(op.record_id, related_keys(op, episodes))
             if isinstance(op, MarkCandidate):
                 candidate_marked = s.candidate_exists(space, op.episode_id, op.sentence)
         elif isinstance(op, Infer | Consolidate):
             episodes = self.episodes(op.content.source_episode_ids)
-            related = self.related(op.record_id, op.content.text, op.content.subject)
+            related = self.related_by_keys(op.record_id, related_keys(op, episodes))
             known = self.known_records(op.content.derived_from, with_content=True)
         elif isinstance(op, AddArtifact):
             known = self.known_records(op.derived_from)

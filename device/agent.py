@@ -147,6 +147,7 @@ from protocol.operations import (
     SetProject,
     UseAgain,
 )
+from protocol.rules import context_episodes
 from protocol.sentences import check_said
 from protocol.subset import SubsetPolicy, SubsetView
 from protocol.version import SUPPORTED_VERSIONS, VersionRange, check_range
@@ -622,7 +623,9 @@ class DeviceAgent:
                 f"this device holds nothing typed in conversation {conversation_id!r}",
             )
         sources = [e for e, f in held if check_said(text, [f.text]).ok]
-        return (sources or [e for e, _ in held][-MAX_SOURCES:])[:MAX_SOURCES]
+        if not sources:
+            return [e for e, _ in held][-MAX_SOURCES:]
+        return [*context_episodes(text, held, sources[-1]), *sources][-MAX_SOURCES:]
 
     def remember(
         self,

@@ -40,13 +40,15 @@ def index_subject(db: Database, record_id: str, content: RecordContent) -> None:
     db.execute("DELETE FROM subject_index WHERE record_id = ?", (record_id,))
     db.executemany(
         "INSERT OR IGNORE INTO subject_index (record_id, subject_key) VALUES (?, ?)",
-        ((record_id, key) for key in subjects.stored_keys(content.text, content.subject)),
+        (
+            (record_id, key)
+            for key in subjects.stored_keys(content.text, content.subject, content.context_text)
+        ),
     )
 
 
-def same_key_records(db: Database, text: str, subject: str | None) -> list[str]:
-    """Records the subject index finds for ``text`` (``subjects.lookup_keys``)."""
-    keys = subjects.lookup_keys(text, subject)
+def same_key_records(db: Database, keys: Sequence[str]) -> list[str]:
+    """Records the subject index holds under any of ``keys`` (``rules.related_keys``)."""
     if not keys:
         return []
     rows = db.all(

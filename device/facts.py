@@ -15,6 +15,7 @@ Invariants:
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from contextlib import suppress
 from datetime import datetime
 from typing import Any
@@ -30,7 +31,7 @@ from protocol.rules import (
     RecordFacts,
     episodes_named,
     parents_named,
-    related_text,
+    related_keys,
 )
 
 
@@ -80,14 +81,15 @@ def episode_facts_of(db: Database, row: Any) -> EpisodeFacts | None:
     )
 
 
-def _related(db: Database, op: AnyOperation) -> list[RecordFacts]:
-    named = related_text(op)
-    if named is None:
+def _related(
+    db: Database, op: AnyOperation, episodes: Mapping[str, EpisodeFacts]
+) -> list[RecordFacts]:
+    keys = related_keys(op, episodes)
+    if not keys:
         return []
-    text, subject = named
     record_id = getattr(op, "record_id", None)
     found = []
-    for other in catalog.same_key_records(db, text, subject):
+    for other in catalog.same_key_records(db, keys):
         if other != record_id and (facts := record_facts(db, other)) is not None:
             found.append(facts)
     return found
@@ -124,7 +126,7 @@ def facts_for(db: Database, op: AnyOperation, meta: store.Meta | None = None) ->
         space_id=meta.space_id or meta.local_space,
         record=record,
         episodes=episodes,
-        related=_related(db, op),
+        related=_related(db, op, episodes),
         children=catalog.children(db),
         area_records=area_records(db, op) if isinstance(op, ForgetArea) else (),
         known_records=known,

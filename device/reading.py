@@ -181,6 +181,8 @@ def view(
         line=line_for(db, h, now, lifecycle=state),
         background=c.background,
         derived_from=tuple(c.derived_from),
+        context_text=c.context_text,
+        relations=tuple(c.relations),
     )
 
 

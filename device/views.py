@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from protocol.model import LifecycleState
+from protocol.model import LifecycleState, RelationNote
 from protocol.operations import Receipt
 
 
@@ -85,6 +85,8 @@ class RecordView:
     background: bool = False  # written by background consolidation ("recently learned")
     device_only: bool = False  # a sensitive class kept only on this device: never synced
     derived_from: tuple[str, ...] = ()
+    context_text: str | None = None  # the sentence that gave it its subject
+    relations: tuple[RelationNote, ...] = ()  # how it relates to earlier records, and why
 
     @property
     def lifecycle_state(self) -> LifecycleState:

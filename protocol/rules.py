@@ -25,9 +25,9 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import datetime
-from typing import Any
+from typing import Any, assert_never
 
-from protocol import behaviour, strongauth, subjects
+from protocol import behaviour, relating, statements, strongauth, subjects
 from protocol.model import (
     ArtifactKind,
     ContentType,
@@ -37,8 +37,10 @@ from protocol.model import (
     LifecycleState,
     Observation,
     RecordContent,
+    RelationNote,
     Sensitivity,
     SourceKind,
+    StatementRelation,
     TimeKind,
     UsageRestriction,
 )
@@ -67,7 +69,7 @@ from protocol.operations import (
     SetProject,
     UseAgain,
 )
-from protocol.sentences import check_said, split_sentences
+from protocol.sentences import check_said, is_question, normalise, split_sentences
 from protocol.timeline import DEFAULT_FOR_NOW, effective_time_kind
 
 # --- facts: what the caller's store knows ------------------------------------------
@@ -169,6 +171,24 @@ def related_text(op: AnyOperation) -> tuple[str, str | None] | None:
     if isinstance(op, Infer | Consolidate):
         return op.content.text, op.content.subject
     return None
+
+
+def related_keys(op: AnyOperation, episodes: Mapping[str, EpisodeFacts] | None) -> list[str]:
+    """The subject-index keys under which every record ``decide(op)`` may relate the
+    op's statement to is kept (``episodes``: the op's episodes, as gathered for it, so
+    a statement with no subject of its own is looked up with its context sentence)."""
+    named = related_text(op)
+    if named is None:
+        return []
+    text, subject = named
+    conversation: str | None
+    if isinstance(op, Remember):
+        conversation, sources = op.conversation_id, op.source_episode_ids
+    else:
+        assert isinstance(op, Infer | Consolidate)
+        conversation, sources = op.content.conversation_id, op.content.source_episode_ids
+    found = statement_context(text, conversation, sources, episodes)
+    return subjects.lookup_keys(text, subject, found[0] if found else None)
 
 
 # --- effects: what the store must do ------------------------------------------------
@@ -415,43 +435,164 @@ def _said(
     return Refuse(RefusalCode.NOT_SAID, f"record {record_id} refused: {check.reason}")
 
 
+def statement_context(
+    text: str,
+    conversation_id: str | None,
+    sources: Sequence[str],
+    episodes: Mapping[str, EpisodeFacts] | None,
+) -> tuple[str, datetime | None] | None:
+    """The sentence that gives a statement with no subject of its own ("No wait, it's on
+    the 17th.") its subject: the nearest earlier sentence the user typed in the same
+    conversation, among the op's source episodes, that has a frame and is not a
+    question (at most ``CONTEXT_REACH`` sentences back). None when it needs none or
+    none is there."""
+    if conversation_id is None or not statements.needs_context(text):
+        return None
+    known = episodes or {}
+    held = [
+        known[e]
+        for e in dict.fromkeys(sources)
+        if e in known
+        and known[e].conversation_id == conversation_id
+        and known[e].source_kind is SourceKind.USER_STATEMENT
+    ]
+    held.sort(key=lambda f: (f.typed_at is not None, f.typed_at or datetime.min, f.episode_id))
+    said = [(sentence, f.typed_at) for f in held for sentence in split_sentences(f.text)]
+    wanted = normalise(text)
+    at = max(
+        (i for i, (sentence, _) in enumerate(said) if normalise(sentence) == wanted), default=-1
+    )
+    for sentence, typed_at in reversed(said[max(0, at - CONTEXT_REACH) : max(at, 0)]):
+        if not is_question(sentence) and statements.parse(sentence).framed:
+            return sentence, typed_at
+    return None
+
+
+CONTEXT_REACH = 3
+
+
+def context_episodes(text: str, held: Sequence[tuple[str, EpisodeFacts]], own: str) -> list[str]:
+    """The episodes a statement with no subject of its own also names as its sources,
+    so the rules can find its context sentence (``statement_context``): the ones before
+    ``own`` in ``held`` (a conversation's episodes, oldest first), up to the
+    ``CONTEXT_REACH`` sentences it may look back. Empty when it needs no context."""
+    if not statements.needs_context(text):
+        return []
+    ids = [e for e, _ in held]
+    if own not in ids:
+        return []
+    out: list[str] = []
+    reach = CONTEXT_REACH
+    for episode_id, episode in reversed(held[: ids.index(own)]):
+        if reach <= 0:
+            break
+        out.insert(0, episode_id)
+        reach -= len(split_sentences(episode.text))
+    return out
+
+
+def _with_context(
+    content: RecordContent, conversation_id: str | None, facts: Facts
+) -> RecordContent:
+    """``content`` with the context sentence the rules find (only said records keep one)."""
+    found = None
+    if content.epistemic_state is EpistemicState.SAID:
+        found = statement_context(
+            content.text, conversation_id, content.source_episode_ids, facts.episodes
+        )
+    text, at = found if found is not None else (None, None)
+    if content.context_text == text and content.context_said_at == at:
+        return content
+    return content.model_copy(update={"context_text": text, "context_said_at": at})
+
+
+def _statement(content: RecordContent) -> statements.Statement:
+    """A record's statement; an explicit subject key is its holder and attribute."""
+    read = relating.statement_of(content.text, content.context_text)
+    if content.subject:
+        return replace(read, holder="subject", attribute=content.subject.casefold().strip())
+    return read
+
+
 def _relations(
-    record_id: str, content: RecordContent, facts: Facts
-) -> tuple[tuple[Effect, ...], list[str]]:
-    """Flags for records on the same subject: older statements superseded, others conflict."""
-    if content.time_kind is TimeKind.ONE_OFF:
-        return (), []
+    record_id: str, content: RecordContent, facts: Facts, made_at: datetime
+) -> tuple[tuple[Effect, ...], list[str], RecordContent]:
+    """How the new record relates to each active record that may share its subject
+    (``protocol.relating``): a correction supersedes the older statement, a conflict
+    flags both, an addition or exception leaves both current. Each decision and its
+    evidence is noted on the new record; returns the effects, the conflicting ids and
+    the content with its notes."""
+    new = _statement(content)
+    new_user = (
+        content.source_kind is SourceKind.USER_STATEMENT
+        and content.epistemic_state is EpistemicState.SAID
+    )
+    at = content.said_at or made_at
     effects: list[Effect] = []
     conflicts: list[str] = []
+    notes: list[RelationNote] = []
+    one_off = False
     for other in facts.related:
         body = other.content
         if (
             other.record_id == record_id
             or body is None
             or other.lifecycle is not LifecycleState.ACTIVE
-            or body.time_kind is TimeKind.ONE_OFF
-            or not subjects.same_subject(content.text, content.subject, body.text, body.subject)
+            or bool(content.subject) != bool(body.subject)
         ):
             continue
-        both_user = (
-            content.source_kind is SourceKind.USER_STATEMENT
-            and body.source_kind is SourceKind.USER_STATEMENT
-            and body.epistemic_state in (EpistemicState.SAID, EpistemicState.VERIFIED)
-            and content.epistemic_state is EpistemicState.SAID
+        old_user = body.source_kind is SourceKind.USER_STATEMENT and body.epistemic_state in (
+            EpistemicState.SAID,
+            EpistemicState.VERIFIED,
         )
-        if both_user:
-            newer = (
-                body.said_at is None or content.said_at is None or content.said_at >= body.said_at
+        verdict = relating.relate(
+            new,
+            _statement(body),
+            same_source=new_user and old_user,
+            new_one_off=content.time_kind is TimeKind.ONE_OFF,
+            old_one_off=body.time_kind is TimeKind.ONE_OFF,
+        )
+        match verdict.kind:
+            case StatementRelation.UNRELATED:
+                continue
+            case StatementRelation.CORRECTION:
+                newer = (
+                    body.said_at is None
+                    or content.said_at is None
+                    or (content.said_at >= body.said_at)
+                )
+                if newer:
+                    effects.append(FlagSuperseded(other.record_id, record_id))
+                else:
+                    effects.append(FlagSuperseded(record_id, other.record_id))
+            case StatementRelation.CONFLICT:
+                effects.append(FlagConflict(record_id, other.record_id))
+                effects.append(FlagConflict(other.record_id, record_id))
+                conflicts.append(other.record_id)
+            case StatementRelation.EXCEPTION:
+                one_off = True
+            case StatementRelation.ADDITION:
+                pass
+            case unknown:
+                assert_never(unknown)
+        notes.append(
+            RelationNote(
+                kind=verdict.kind, record_id=other.record_id, evidence=verdict.evidence, at=at
             )
-            if newer:
-                effects.append(FlagSuperseded(other.record_id, record_id))
-            else:
-                effects.append(FlagSuperseded(record_id, other.record_id))
-        else:
-            effects.append(FlagConflict(record_id, other.record_id))
-            effects.append(FlagConflict(other.record_id, record_id))
-            conflicts.append(other.record_id)
-    return tuple(effects), conflicts
+        )
+    update: dict[str, Any] = {}
+    if notes:
+        update["relations"] = notes[:MAX_NOTES]
+    if one_off and content.time_kind is TimeKind.PERMANENT:
+        # "make it decaf today" beside a lasting record: a one-off of that day
+        update["time_kind"] = TimeKind.ONE_OFF
+        update["valid_from"] = content.valid_from or at
+    if update:
+        content = content.model_copy(update=update)
+    return tuple(effects), conflicts, content
+
+
+MAX_NOTES = 64
 
 
 def _remember(op: Remember, facts: Facts) -> Decision:
@@ -487,7 +628,8 @@ def _remember(op: Remember, facts: Facts) -> Decision:
         subject=op.subject,
         said_at=said.typed_at or op.made_at,
     )
-    relations, conflicts = _relations(op.record_id, content, facts)
+    content = _with_context(content, op.conversation_id, facts)
+    relations, conflicts, content = _relations(op.record_id, content, facts, op.made_at)
     if conflicts:
         content = _with_conflicts(content, conflicts)
     create = CreateRecord(op.record_id, 1, LifecycleState.ACTIVE, content)
@@ -604,7 +746,8 @@ def _infer(op: Infer, facts: Facts) -> Decision:
     content = content.model_copy(
         update={"expected_end": _default_end(content.time_kind, content.expected_end, op.made_at)}
     )
-    relations, conflicts = _relations(op.record_id, content, facts)
+    content = _with_context(content, content.conversation_id, facts)
+    relations, conflicts, content = _relations(op.record_id, content, facts, op.made_at)
     if conflicts:
         content = _with_conflicts(content, conflicts)
     create = CreateRecord(op.record_id, 1, lifecycle, content)
@@ -639,6 +782,7 @@ def _consolidate(op: Consolidate, facts: Facts) -> Decision:
         if isinstance(said, Refuse):
             return said
         content = content.model_copy(update={"said_at": said.typed_at or op.made_at})
+    content = _with_context(content, content.conversation_id, facts)
     content = content.model_copy(
         update={"expected_end": _default_end(content.time_kind, content.expected_end, op.made_at)}
     )
@@ -669,7 +813,7 @@ def _consolidate(op: Consolidate, facts: Facts) -> Decision:
             (refresh, resolve), EffectKind.REFRESHED, op.record_id, (existing.version, new)
         )
     lifecycle = _background_lifecycle(content, facts)
-    relations, conflicts = _relations(op.record_id, content, facts)
+    relations, conflicts, content = _relations(op.record_id, content, facts, op.made_at)
     if conflicts:
         content = _with_conflicts(content, conflicts)
     create = CreateRecord(op.record_id, 1, lifecycle, content)
@@ -845,8 +989,10 @@ def _correct(op: Correct, facts: Facts) -> Decision:
             "conversation_id": op.conversation_id,
             "said_at": said.typed_at or op.made_at,
             "alternatives": [],
+            "relations": [],
         }
     )
+    content = _with_context(content, op.conversation_id, facts)
     lifecycle = (
         LifecycleState.NOT_IN_USE
         if record.lifecycle is LifecycleState.NOT_IN_USE

@@ -1,8 +1,13 @@
-"""When two statements are about the same subject, so the newer one wins.
+"""Finding the records a new statement may relate to, without opening every record.
+
+``protocol.relating`` decides how two statements relate; this module gives the index
+keys under which the candidates are found, and the generic "same beginning" rule it
+falls back on when a sentence fits no frame.
 
 Invariant: ``same_subject`` is symmetric and deterministic. Two records share a
 subject when both name the same explicit ``subject`` key; otherwise, when their
-sentences (case-folded, final punctuation and trailing time words dropped) begin with
+sentences (case-folded, leading discourse markers such as "Actually," or "No wait,"
+stripped, contractions expanded, final punctuation and trailing time words dropped) begin with
 the same three or more words, that shared beginning covers at least half of the
 shorter sentence, and what follows it differs: "I drink my coffee iced." and "I drink
 my coffee hot now." share "i drink my coffee"; "I like tea." and "I like coffee." share
@@ -16,12 +21,17 @@ of two same-subject sentences is at least ``min(k(a), k(b))`` words, so a record
 "up to" keys for its prefixes of 3..k(b) words and an "own" key for its k(b)-word
 prefix; a new sentence looks up its k(a)-word "up to" key and its shorter "own" keys.
 Long sentences thus meet only records that share half of their words, not every record
-that starts with "I want to".
+that starts with "I want to". Beside those, every sentence with a frame
+(``protocol.statements``: who it is about and which attribute) is kept and looked up
+under ``f:<holder>|<attribute>``, read with its context sentence when it has none of its
+own, so two statements on one attribute always meet however they begin.
 """
 
 from __future__ import annotations
 
 import re
+
+from protocol import statements
 
 MIN_SHARED_WORDS = 3
 _WORD = re.compile(r"[^\W_]+(?:['\u2019][^\W_]+)?", re.UNICODE)
@@ -31,7 +41,8 @@ TRAILING_TIME_WORDS = frozenset(
 
 
 def words(text: str) -> list[str]:
-    tokens = [w.casefold() for w in _WORD.findall(text)]
+    core, _markers = statements.strip_markers(statements.fold(text))
+    tokens = [w.casefold() for w in _WORD.findall(core)]
     while tokens and tokens[-1] in TRAILING_TIME_WORDS:
         tokens.pop()
     return tokens
@@ -46,28 +57,43 @@ def _explicit(subject: str) -> str:
     return "s:" + subject.casefold().strip()
 
 
-def stored_keys(text: str, subject: str | None) -> list[str]:
+def frame_key(text: str, context: str | None = None) -> list[str]:
+    """The frame key of a sentence (read with its context sentence), if it has a frame."""
+    own = statements.parse(text)
+    if own.needs_context and context:
+        own = statements.with_context(own, statements.parse(context))
+    key = own.key
+    return [] if key is None else ["f:" + key]
+
+
+def stored_keys(text: str, subject: str | None, context: str | None = None) -> list[str]:
     """The index keys a record is kept under (empty: it can share no subject)."""
     if subject:
         return [_explicit(subject)]
+    frame = frame_key(text, context)
     tokens = words(text)
     if len(tokens) <= MIN_SHARED_WORDS:
-        return []
+        return frame
     own = _needed(len(tokens))
     keys = [f"u{k}:" + " ".join(tokens[:k]) for k in range(MIN_SHARED_WORDS, own + 1)]
-    return [*keys, f"o{own}:" + " ".join(tokens[:own])]
+    return [*frame, *keys, f"o{own}:" + " ".join(tokens[:own])]
 
 
-def lookup_keys(text: str, subject: str | None) -> list[str]:
+def lookup_keys(text: str, subject: str | None, context: str | None = None) -> list[str]:
     """The keys under which every record on the same subject as this one is kept."""
     if subject:
         return [_explicit(subject)]
+    frame = frame_key(text, context)
     tokens = words(text)
     if len(tokens) <= MIN_SHARED_WORDS:
-        return []
+        return frame
     need = _needed(len(tokens))
     keys = [f"u{need}:" + " ".join(tokens[:need])]
-    return keys + [f"o{k}:" + " ".join(tokens[:k]) for k in range(MIN_SHARED_WORDS, need)]
+    return [
+        *frame,
+        *keys,
+        *(f"o{k}:" + " ".join(tokens[:k]) for k in range(MIN_SHARED_WORDS, need)),
+    ]
 
 
 def same_subject(text_a: str, subject_a: str | None, text_b: str, subject_b: str | None) -> bool:

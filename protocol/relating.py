@@ -1,0 +1,139 @@
+"""How a new statement relates to one the user had: correction, addition, exception,
+conflict, or unrelated. Decided once, here, for device, cloud and consolidator alike.
+
+Invariants:
+- ``relate`` is pure and deterministic; its inputs are the two sentences (each with the
+  sentence that gave it its subject, if any) and where each came from.
+- Only two statements about the same holder and the same attribute can be anything but
+  unrelated; statements about different people or things never touch each other.
+- A correction needs evidence: a single-valued attribute with a new value, a correction
+  cue ("actually", "no wait", "not X", "no longer", "now", "switched"...), or a negation
+  of the old value. A many-valued attribute (allergies, languages, pets...) gains an
+  addition unless the user denies the old value or says plainly they misspoke.
+- Where it is unsure it says *conflict* (both kept, flagged, retrieved together), never
+  a silent supersede; a statement from another kind of source that disagrees with the
+  user is a conflict too.
+- A one-off ("make it decaf today") is an exception: the lasting record is untouched.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from protocol import subjects
+from protocol.model import StatementRelation
+from protocol.statements import Statement, parse, with_context
+
+
+@dataclass(frozen=True, slots=True)
+class Verdict:
+    kind: StatementRelation
+    evidence: str
+
+
+def statement_of(text: str, context_text: str | None = None) -> Statement:
+    """A record's statement, read with the sentence that gave it its subject."""
+    own = parse(text)
+    if context_text and own.needs_context:
+        return with_context(own, parse(context_text))
+    return own
+
+
+def _cues(s: Statement) -> str:
+    cues = [*s.markers, *s.change_words]
+    if s.rejected:
+        cues.append("not " + " ".join(s.rejected))
+    if s.negated:
+        cues.append("negation")
+    return ", ".join(dict.fromkeys(cues))
+
+
+def _overlap(a: tuple[str, ...], b: tuple[str, ...]) -> bool:
+    return bool(set(a) & set(b))
+
+
+def _same_value(a: tuple[str, ...], b: tuple[str, ...]) -> bool:
+    if not a or not b:
+        return False
+    x, y = set(a), set(b)
+    return x == y or x <= y or y <= x
+
+
+def same_subject(new: Statement, old: Statement) -> str | None:
+    """Why the two are about the same holder and attribute (None: they are not)."""
+    if new.framed and old.framed:
+        if new.holder != old.holder:
+            return None
+        if new.attribute == old.attribute:
+            return f"both say {new.attribute!r} of {_whom(new.holder)}"
+        return None
+    if new.holder is not None and old.holder is not None and new.holder != old.holder:
+        return None  # about different people or things
+    if subjects.same_subject(new.text, None, old.text, None):
+        return "both sentences open with the same words"
+    return None
+
+
+def _whom(holder: str | None) -> str:
+    if holder is None:
+        return "it"
+    return "you" if holder == "i" else holder if holder.startswith("the ") else f"your {holder}"
+
+
+def relate(
+    new: Statement,
+    old: Statement,
+    *,
+    same_source: bool = True,
+    new_one_off: bool = False,
+    old_one_off: bool = False,
+) -> Verdict:
+    """How ``new`` (said later) relates to ``old``. ``same_source``: both are the user's
+    own statements (else a disagreement is a conflict, never a correction)."""
+    why = same_subject(new, old)
+    if why is None:
+        return Verdict(StatementRelation.UNRELATED, "about something else")
+    if new_one_off or old_one_off or new.exception:
+        word = new.exception or "a one-off"
+        return Verdict(
+            StatementRelation.EXCEPTION,
+            f"{why}; {word!r} makes it a one-off, the lasting record stands",
+        )
+    cues = _cues(new)
+    same_value = _same_value(new.value, old.value) and new.negated == old.negated
+    denies_old = (
+        new.negated and not old.negated and (not new.value or _overlap(new.value, old.value))
+    ) or _overlap(new.rejected, old.value)
+    if same_value:
+        if not same_source:
+            return Verdict(StatementRelation.ADDITION, f"{why}; another source says the same")
+        return Verdict(StatementRelation.CORRECTION, f"{why}; you said it again")
+    if not same_source:
+        return Verdict(StatementRelation.CONFLICT, f"{why}, and the sources disagree")
+    if new.negated and not old.negated and not denies_old:
+        # "my favorite number is not 1729" leaves "my favorite number is 7" standing
+        return Verdict(StatementRelation.ADDITION, f"{why}; the denial does not touch it")
+    if denies_old:
+        return Verdict(StatementRelation.CORRECTION, f"{why}; you denied the old value ({cues})")
+    if new.many or old.many:
+        if new.strong_correction and not new.additive:
+            return Verdict(StatementRelation.CORRECTION, f"{why}; you corrected yourself ({cues})")
+        if new.markers and not new.additive and not new.change_words:
+            return Verdict(
+                StatementRelation.CONFLICT,
+                f"{why}; it can hold several values and '{cues}' may or may not replace one",
+            )
+        return Verdict(
+            StatementRelation.ADDITION, f"{why}; it can hold several values, so both stand"
+        )
+    if new.single or old.single:
+        detail = f" ({cues})" if cues else ""
+        return Verdict(
+            StatementRelation.CORRECTION, f"{why}; it holds one value, the newer wins{detail}"
+        )
+    if new.corrects:
+        return Verdict(StatementRelation.CORRECTION, f"{why}; you changed it ({cues})")
+    return Verdict(
+        StatementRelation.CONFLICT,
+        f"{why}, with another value and no sign that one replaces the other",
+    )
