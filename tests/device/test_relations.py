@@ -67,7 +67,7 @@ def test_a_subjectless_follow_up_takes_the_previous_sentence_as_its_subject(
     assert _current(phone) == {"No wait, it's on the 17th."}
     [view] = [v for v in phone.what_do_you_know() if v.record_id == play]
     assert view.superseded_by_record == later
-    [note] = [v for v in phone.what_do_you_know() if v.record_id == later][0].relations
+    [note] = next(v for v in phone.what_do_you_know() if v.record_id == later).relations
     assert note.kind is StatementRelation.CORRECTION and note.record_id == play
 
 
