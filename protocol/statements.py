@@ -277,6 +277,7 @@ _IRREGULAR = {
     "born": "born",
 }
 _MANY_VERBS = frozenset({"speak", "like", "love", "enjoy", "play", "collect", "hate", "watch"})
+_VALUE_OBJECT_VERBS = frozenset({"take", "drive", "ride", "use", "wear", "prefer", "commute"})
 _LOCATIVE = {
     "live": "live in",
     "stay": "live in",
@@ -625,8 +626,11 @@ def _verb_frame(rest: str, neg: bool, clause: str | None = None) -> Statement | 
         return _st(clause, USER, verb, " ".join(tail), neg, many=True)
     if verb in ("drink", "eat", "take", "drive", "ride", "use", "prefer", "go", "wear",
                 "bike", "walk", "run", "commute", "cook", "sleep", "wake", "get"):  # fmt: skip
-        # "i drink my coffee iced", "i go swimming every tuesday": verb + object head
+        # "i drink my coffee iced", "i go swimming every tuesday": verb + object head;
+        # "i take the bus", "i drive a honda": the object is the value
         objs = [x for x in tail if x not in ("my", "our", "a", "an", "the", "to")]
+        if verb in _VALUE_OBJECT_VERBS and not (tail and tail[0] in ("my", "our")):
+            return _st(clause, USER, verb, " ".join(objs), neg)
         if objs:
             return _st(clause, USER, f"{verb} {lemma(objs[0])}", " ".join(objs[1:]), neg)
         return _st(clause, USER, verb, "", neg)
