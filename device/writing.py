@@ -2,7 +2,9 @@
 
 Invariants:
 - During a conversation only the episode and the detector's candidate marks are
-  written, in one transaction (the model runs before it); records come later, from
+  written, in one transaction (the model runs before it); a sentence that corrects
+  what was just said is marked whatever the model scores it
+  (``protocol.detection.follow_up``, the rule the cloud re-applies); records come later, from
   background consolidation (the cloud's worker, or this device for classes it keeps to
   itself).
 - Whether an utterance is kept only on this device is decided BEFORE its episode is
@@ -21,14 +23,15 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 
-from device import candidates
+from device import candidates, store
 from device.db import Database
-from device.facts import episode_facts
+from device.facts import episode_facts, episode_facts_of
 from device.views import DetectedSentence, LocalResult, SaidResult
 from protocol.consolidation.content import said_content
 from protocol.consolidation.extract import Hints, RuleExtractor
 from protocol.consolidation.observations import event_text
 from protocol.consolidation.sensitivity import sensitivity_of
+from protocol.detection import follow_up
 from protocol.detection.labels import Detection
 from protocol.export.importing import IMPORT_CONVERSATION
 from protocol.model import (
@@ -92,11 +95,12 @@ class Writer:
             for s, d in zip(sentences, detections, strict=True)
         ]
         device_only = bool(set(classes) & candidates.device_only_classes(self.db))
+        marked = self._with_corrections(sentences, detections, conversation_id)
         shown = [
             DetectedSentence(
                 sentence=index,
                 text=sentence,
-                candidate=d.candidate,
+                candidate=marked[index],
                 score=d.score,
                 content_type=d.content_type.value,
                 sensitivity=cls.value,
@@ -111,7 +115,7 @@ class Writer:
                 text, SourceKind.USER_STATEMENT, None, conversation_id, keep=device_only
             )
             for index, (d, cls) in enumerate(zip(detections, classes, strict=True)):
-                if not d.candidate or index > MAX_MARKED_SENTENCE:
+                if not marked[index] or index > MAX_MARKED_SENTENCE:
                     continue
                 mark = MarkCandidate(
                     op_id=self.new_id("op"),
@@ -127,6 +131,32 @@ class Writer:
                 )
                 self.apply(mark, device_only or None)
         return SaidResult(episode_id, tuple(shown), device_only, model_id)
+
+    def _with_corrections(
+        self, sentences: Sequence[str], detections: Sequence[Detection], conversation_id: str
+    ) -> list[bool]:
+        """The detector's marks, plus every sentence that corrects what was just said
+        (``protocol.detection.follow_up``; the cloud applies the same rule)."""
+        marked = [d.candidate for d in detections]
+        earlier: list[str] | None = None
+        for index, sentence in enumerate(sentences):
+            if marked[index] or not follow_up.correction_cued(sentence):
+                continue
+            if earlier is None:
+                earlier = self._recent_sentences(conversation_id)
+            marked[index] = follow_up.is_correction(sentence, [*earlier, *sentences[:index]])
+        return marked
+
+    def _recent_sentences(self, conversation_id: str) -> list[str]:
+        """The last sentences the user typed in this conversation, oldest first."""
+        out: list[str] = []
+        for row in reversed(store.conversation_episodes(self.db, conversation_id)):
+            read = episode_facts_of(self.db, row)
+            if read is not None and read.source_kind is SourceKind.USER_STATEMENT:
+                out[:0] = split_sentences(read.text)
+            if len(out) >= follow_up.CONTEXT_REACH:
+                break
+        return out
 
     def end_session(self, conversation_id: str) -> list[LocalResult]:
         """The conversation ended: its candidates are ready for consolidation. Those of

@@ -78,3 +78,12 @@ def test_unsure_is_a_conflict_never_a_silent_supersede(make_agent: MakeAgent) ->
     views = {v.text: v for v in phone.what_do_you_know() if v.text}
     assert views["I go swimming every Tuesday."].superseded_by_record is None
     assert views["I go swimming every Thursday."].conflicts_with
+
+
+def test_a_correction_the_detector_scores_low_is_still_marked(make_agent: MakeAgent) -> None:
+    phone = make_agent()
+    phone.say("The school play is on the 7th.", "c1")
+    said = phone.say_detected("No wait, it's on the 17th.", "c1")
+    assert [s.candidate for s in said.sentences] == [True]
+    lone = phone.say_detected("No wait.", "c2")  # nothing it could correct
+    assert [s.candidate for s in lone.sentences] == [False]
