@@ -19,36 +19,37 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, replace
+from functools import lru_cache
 
 USER = "i"
 
-_CONTRACTIONS = (
-    (r"\bi'm\b", "i am"),
-    (r"\bim\b", "i am"),
-    (r"\bi've\b", "i have"),
-    (r"\bi'd\b", "i would"),
-    (r"\bi'll\b", "i will"),
-    (r"\bwe're\b", "we are"),
-    (r"\bwe've\b", "we have"),
-    (r"\bwe'll\b", "we will"),
-    (r"\bthey're\b", "they are"),
-    (r"\bit's\b", "it is"),
-    (r"\bthat's\b", "that is"),
-    (r"\bthere's\b", "there is"),
-    (r"\bhe's\b", "he is"),
-    (r"\bshe's\b", "she is"),
-    (r"\bisn't\b", "is not"),
-    (r"\baren't\b", "are not"),
-    (r"\bwasn't\b", "was not"),
-    (r"\bdon't\b", "do not"),
-    (r"\bdoesn't\b", "does not"),
-    (r"\bdidn't\b", "did not"),
-    (r"\bcan't\b", "cannot"),
-    (r"\bwon't\b", "will not"),
-    (r"\bhaven't\b", "have not"),
-    (r"\b(\w+)'s\b", r"\1 's"),
-)
-_CONTRACTION_RES = tuple((re.compile(p), r) for p, r in _CONTRACTIONS)
+_CONTRACTIONS = {
+    "i'm": "i am",
+    "im": "i am",
+    "i've": "i have",
+    "i'd": "i would",
+    "i'll": "i will",
+    "we're": "we are",
+    "we've": "we have",
+    "we'll": "we will",
+    "they're": "they are",
+    "it's": "it is",
+    "that's": "that is",
+    "there's": "there is",
+    "he's": "he is",
+    "she's": "she is",
+    "isn't": "is not",
+    "aren't": "are not",
+    "wasn't": "was not",
+    "don't": "do not",
+    "doesn't": "does not",
+    "didn't": "did not",
+    "can't": "cannot",
+    "won't": "will not",
+    "haven't": "have not",
+}
+_CONTRACTION_RE = re.compile(r"\b(?:" + "|".join(re.escape(c) for c in _CONTRACTIONS) + r")\b")
+_POSSESSIVE_RE = re.compile(r"\b(\w+)'s\b")
 
 # Leading discourse markers, longest first. A correction marker says "what I said before
 # was wrong"; an additive one says "and also".
@@ -343,8 +344,8 @@ def fold(text: str) -> str:
     """Lower case, straight quotes, contractions expanded, whitespace collapsed."""
     s = text.replace("\u2019", "'").replace("\u2018", "'").replace("`", "'").casefold()
     s = re.sub(r"[\"\u201c\u201d()\[\]]", " ", s)
-    for pattern, repl in _CONTRACTION_RES:
-        s = pattern.sub(repl, s)
+    s = _CONTRACTION_RE.sub(lambda m: _CONTRACTIONS[m.group(0)], s)
+    s = _POSSESSIVE_RE.sub(r"\1 's", s)
     return re.sub(r"\s+", " ", s).strip()
 
 
@@ -639,8 +640,10 @@ def _verb_frame(rest: str, neg: bool, clause: str | None = None) -> Statement | 
     return Statement(text=clause, core=clause, holder=USER, value=_value_words(rest), negated=neg)
 
 
+@lru_cache(maxsize=8192)
 def parse(text: str) -> Statement:
-    """What ``text`` says (see the module's invariants)."""
+    """What ``text`` says (see the module's invariants). Cached: it is pure, and a
+    write reads the same sentences for its keys, its lookup and its relations."""
     folded = _FINAL.sub("", fold(text))
     core, markers = strip_markers(folded)
     core = re.sub(r"\b(?:actually|honestly|really)\b\s*,?\s*", "", core).strip()

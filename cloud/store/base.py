@@ -505,6 +505,9 @@ class StoreSession(Protocol):
         states: Sequence[str] = ("waiting", "done"),
         limit: int = 1000,
     ) -> list[WorkItemRow]: ...
+    def conversation_episodes(
+        self, space_id: str, conversation_token: str, before: datetime, limit: int
+    ) -> list[str]: ...
 
     # the device subset (cloud.store.sql_subset)
     def subset_policy(self, space_id: str, device_id: str) -> str | None: ...

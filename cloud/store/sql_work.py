@@ -27,7 +27,7 @@ from dataclasses import replace
 from datetime import datetime, timedelta
 from typing import Any
 
-from sqlalchemy import Connection, and_, or_, select, update
+from sqlalchemy import Connection, and_, func, or_, select, update
 
 from cloud.errors import StoreError
 from cloud.store import schema as t
@@ -332,3 +332,21 @@ class WorkQueries:
             .limit(limit)
         )
         return [_row(r) for r in rows]
+
+    def conversation_episodes(
+        self, space_id: str, conversation_token: str, before: datetime, limit: int
+    ) -> list[str]:
+        """Up to ``limit`` episodes of one conversation that had items marked at or
+        before ``before``, newest first (a subjectless sentence's context is there)."""
+        rows = self.conn.execute(
+            select(_w.episode_id, func.max(_w.marked_at).label("at"))
+            .where(
+                _w.space_id == space_id,
+                _w.conversation_token == conversation_token,
+                _w.marked_at <= before,
+            )
+            .group_by(_w.episode_id)
+            .order_by(func.max(_w.marked_at).desc(), _w.episode_id.desc())
+            .limit(limit)
+        )
+        return [r[0] for r in rows]
