@@ -236,7 +236,7 @@ StateKey = LifecycleState | _Any
 InitiatorKey = Initiator | _Any
 BasisKey = Basis | _Any
 Target = LifecycleState | str
-Row = tuple[StateKey, Op, InitiatorKey, BasisKey, Move | Refusal | tuple[Target, bool]]
+Row = tuple[StateKey, Op, InitiatorKey, BasisKey, Refusal | tuple[Target, bool]]
 
 
 def _rows_for_live(op: Op, initiator: InitiatorKey, target: Target, settles: bool) -> list[Row]:
@@ -316,12 +316,13 @@ def _build() -> dict[Key, Outcome]:
     for key in _keys():
         for row in ROWS:
             if all(_matches(p, v) for p, v in zip(row[:4], key, strict=True)):
-                outcome = row[4]
-                if isinstance(outcome, tuple):
-                    target, settles = outcome
+                answer = row[4]
+                if isinstance(answer, Refusal):
+                    table[key] = answer
+                else:
+                    target, settles = answer
                     to = key[0] if target == STAYS else LifecycleState(target)
-                    outcome = Move(to, settles)
-                table[key] = outcome
+                    table[key] = Move(to, settles)
                 break
         else:  # pragma: no cover - the tests check every key has a row
             raise AssertionError(f"the lifecycle table has no row for {key}")
@@ -341,3 +342,23 @@ def after(state: LifecycleState, basis: Basis, move: Move) -> tuple[LifecycleSta
     if move.to is FORGOTTEN:
         return FORGOTTEN, Basis.GONE
     return move.to, Basis.USER if move.settles else basis
+
+
+def markdown() -> str:
+    """``ROWS`` as the Markdown table ``docs/memory-reference.md`` shows (a test keeps
+    the two equal): one line per row, first match wins, ``*`` matches anything."""
+    lines = [
+        "| State | Operation | By | Basis | Outcome |",
+        "|---|---|---|---|---|",
+    ]
+    for state, op, initiator, basis, outcome in ROWS:
+        if isinstance(outcome, Refusal):
+            shown = f"refused `{outcome.code.value}`: {outcome.template}"
+        else:
+            target, settles = outcome
+            to = "stays" if target == STAYS else LifecycleState(target).value
+            shown = f"→ {to}" + (", settles" if settles else "")
+        lines.append(
+            f"| {state.value} | {op.value} | {initiator.value} | {basis.value} | {shown} |"
+        )
+    return "\n".join(lines) + "\n"
