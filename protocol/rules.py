@@ -28,6 +28,7 @@ from datetime import datetime
 from typing import Any, assert_never
 
 from protocol import behaviour, relating, statements, strongauth, subjects
+from protocol.lifecycle import Move, Op, Refusal, basis_of, transition
 from protocol.model import (
     ArtifactKind,
     ContentType,
@@ -802,6 +803,7 @@ def _consolidate(op: Consolidate, facts: Facts) -> Decision:
                 f"record {op.record_id} exists and is not the consolidator's own derived "
                 "record; the consolidator refreshes only what it derived",
             )
+        content = _still_waiting(existing.content, content)
         lifecycle = (
             existing.lifecycle
             if existing.lifecycle is not LifecycleState.ACTIVE
@@ -818,6 +820,20 @@ def _consolidate(op: Consolidate, facts: Facts) -> Decision:
         content = _with_conflicts(content, conflicts)
     create = CreateRecord(op.record_id, 1, lifecycle, content)
     return Accept((create, *relations, resolve), EffectKind.LEARNED, op.record_id, (1,))
+
+
+def _still_waiting(held: RecordContent, refreshed: RecordContent) -> RecordContent:
+    """A refresh never takes away what a record waits for: a sensitive class, the rule
+    layer or an external source stays (only the user's confirmation settles them), so
+    no later ``use_again`` can read the refreshed content as settled."""
+    update: dict[str, Any] = {}
+    if held.sensitivity is not Sensitivity.NORMAL and refreshed.sensitivity is Sensitivity.NORMAL:
+        update["sensitivity"] = held.sensitivity
+    if held.layer is Layer.BEHAVIOUR_RULE and refreshed.layer is not Layer.BEHAVIOUR_RULE:
+        update["layer"] = held.layer
+    if held.source_kind in EXTERNAL_KINDS and refreshed.source_kind not in EXTERNAL_KINDS:
+        update["source_kind"] = held.source_kind
+    return refreshed.model_copy(update=update) if update else refreshed
 
 
 def _mark_candidate(op: MarkCandidate, facts: Facts) -> Decision:
@@ -849,20 +865,12 @@ def _end_session(op: EndSession, facts: Facts) -> Decision:
 
 
 def _corroborate(op: Corroborate, facts: Facts) -> Decision:
-    record = _existing(op.record_id, facts)
-    if isinstance(record, Refuse):
-        return record
+    found = _lifecycle_move(op, Op.CORROBORATE, facts)
+    if isinstance(found, Refuse):
+        return found
+    record, move = found
     assert record.content is not None
     content = record.content
-    if record.lifecycle is not LifecycleState.CANDIDATE or content.source_kind not in (
-        EXTERNAL_KINDS
-    ):
-        return Refuse(
-            RefusalCode.WRONG_STATE,
-            f"record {op.record_id} is {record.lifecycle.value} from "
-            f"{content.source_kind.value}; only a candidate from external content is "
-            "corroborated",
-        )
     episode = (facts.episodes or {}).get(op.episode_id)
     if episode is None:
         return Refuse(
@@ -901,13 +909,14 @@ def _corroborate(op: Corroborate, facts: Facts) -> Decision:
             "source_episode_ids": [*content.source_episode_ids, op.episode_id][-64:],
         }
     )
-    return _next_version(record, updated, LifecycleState.ACTIVE, EffectKind.CORROBORATED)
+    return _next_version(record, updated, move.to, EffectKind.CORROBORATED)
 
 
 def _pass_time(op: PassTime, facts: Facts) -> Decision:
-    record = _existing(op.record_id, facts)
-    if isinstance(record, Refuse):
-        return record
+    found = _lifecycle_move(op, Op.PASS_TIME, facts)
+    if isinstance(found, Refuse):
+        return found
+    record, move = found
     assert record.content is not None
     content = record.content
     if content.time_kind is TimeKind.PAST or (
@@ -921,17 +930,14 @@ def _pass_time(op: PassTime, facts: Facts) -> Decision:
     past = content.model_copy(
         update={"time_kind": TimeKind.PAST, "valid_until": until, "expected_end": None}
     )
-    return _next_version(record, past, record.lifecycle, EffectKind.TIME_PASSED)
+    return _next_version(record, past, move.to, EffectKind.TIME_PASSED)
 
 
 def _revise_rule(op: ReviseRule, facts: Facts) -> Decision:
-    if op.initiated_by is not Initiator.USER:
-        return Refuse(
-            RefusalCode.NOT_ALLOWED, f"record {op.record_id}: only the user revises a rule"
-        )
-    record = _existing(op.record_id, facts)
-    if isinstance(record, Refuse):
-        return record
+    found = _lifecycle_move(op, Op.REVISE_RULE, facts)
+    if isinstance(found, Refuse):
+        return found
+    record, move = found
     assert record.content is not None
     if record.content.layer is not Layer.BEHAVIOUR_RULE:
         return Refuse(
@@ -944,12 +950,7 @@ def _revise_rule(op: ReviseRule, facts: Facts) -> Decision:
     content = record.content.model_copy(
         update={"text": op.text, "epistemic_state": EpistemicState.VERIFIED}
     )
-    lifecycle = (
-        LifecycleState.NOT_IN_USE
-        if record.lifecycle is LifecycleState.NOT_IN_USE
-        else LifecycleState.ACTIVE
-    )
-    return _next_version(record, content, lifecycle, EffectKind.RULE_REVISED)
+    return _next_version(record, content, move.to, EffectKind.RULE_REVISED)
 
 
 def _next_version(
@@ -972,10 +973,33 @@ def _existing(record_id: str, facts: Facts) -> Refuse | RecordFacts:
     return record
 
 
+RecordOp = Confirm | Corroborate | DontUse | UseAgain | Correct | ReviseRule | Reaffirm | PassTime
+
+
+def _lifecycle_move(op: RecordOp, kind: Op, facts: Facts) -> Refuse | tuple[RecordFacts, Move]:
+    """The record ``op`` names and the move the lifecycle table allows it, or the
+    table's refusal naming the record and the reason."""
+    record = facts.record
+    if record is None:
+        return Refuse(
+            RefusalCode.UNKNOWN_RECORD, f"record {op.record_id} does not exist in this space"
+        )
+    content = None if record.lifecycle is LifecycleState.FORGOTTEN else record.content
+    if content is None and record.lifecycle is not LifecycleState.FORGOTTEN:
+        return _refuse_forgotten(op.record_id)  # its keys are gone
+    state = record.lifecycle
+    outcome = transition(state, kind, op.initiated_by, basis_of(content))
+    if isinstance(outcome, Refusal):
+        source = content.source_kind.value if content is not None else ""
+        return Refuse(outcome.code, outcome.reason(op.record_id, state, source))
+    return record, outcome
+
+
 def _correct(op: Correct, facts: Facts) -> Decision:
-    record = _existing(op.record_id, facts)
-    if isinstance(record, Refuse):
-        return record
+    found = _lifecycle_move(op, Op.CORRECT, facts)
+    if isinstance(found, Refuse):
+        return found
+    record, move = found
     assert record.content is not None
     said = _said(op.record_id, op.text, op.conversation_id, op.source_episode_ids, facts)
     if isinstance(said, Refuse):
@@ -990,15 +1014,13 @@ def _correct(op: Correct, facts: Facts) -> Decision:
             "said_at": said.typed_at or op.made_at,
             "alternatives": [],
             "relations": [],
+            # typed in conversation, not written in the background: the user's word,
+            # which the lifecycle's basis reads (``protocol.lifecycle.basis_of``)
+            "background": False,
         }
     )
     content = _with_context(content, op.conversation_id, facts)
-    lifecycle = (
-        LifecycleState.NOT_IN_USE
-        if record.lifecycle is LifecycleState.NOT_IN_USE
-        else LifecycleState.ACTIVE
-    )
-    accepted = _next_version(record, content, lifecycle, EffectKind.CORRECTED)
+    accepted = _next_version(record, content, move.to, EffectKind.CORRECTED)
     if not facts.concurrent_versions:
         return accepted
     raced = ", ".join(f"v{v}" for v in sorted(facts.concurrent_versions))
@@ -1013,25 +1035,22 @@ def _correct(op: Correct, facts: Facts) -> Decision:
 
 
 def _dont_use(op: DontUse, facts: Facts) -> Decision:
-    record = _existing(op.record_id, facts)
-    if isinstance(record, Refuse):
-        return record
-    if record.lifecycle is LifecycleState.NOT_IN_USE:
-        return Refuse(RefusalCode.WRONG_STATE, f"record {op.record_id} is already not in use")
-    effect = SetLifecycle(op.record_id, LifecycleState.NOT_IN_USE)
+    found = _lifecycle_move(op, Op.DONT_USE, facts)
+    if isinstance(found, Refuse):
+        return found
+    record, move = found
+    effect = SetLifecycle(op.record_id, move.to)
     return Accept((effect,), EffectKind.NOT_IN_USE, op.record_id, (record.version,))
 
 
 def _use_again(op: UseAgain, facts: Facts) -> Decision:
-    record = _existing(op.record_id, facts)
-    if isinstance(record, Refuse):
-        return record
-    if record.lifecycle is not LifecycleState.NOT_IN_USE:
-        return Refuse(
-            RefusalCode.WRONG_STATE,
-            f"record {op.record_id} is {record.lifecycle.value}, not 'not in use'",
-        )
-    effect = SetLifecycle(op.record_id, LifecycleState.ACTIVE)
+    """Back to what the record was: a candidate when its content still waits for the
+    user (``protocol.lifecycle``), else active."""
+    found = _lifecycle_move(op, Op.USE_AGAIN, facts)
+    if isinstance(found, Refuse):
+        return found
+    record, move = found
+    effect = SetLifecycle(op.record_id, move.to)
     return Accept((effect,), EffectKind.IN_USE_AGAIN, op.record_id, (record.version,))
 
 
@@ -1048,19 +1067,11 @@ def _restrict(op: RestrictUsage, facts: Facts) -> Decision:
 
 
 def _confirm(op: Confirm, facts: Facts) -> Decision:
-    if op.initiated_by is not Initiator.USER:
-        return Refuse(
-            RefusalCode.NOT_ALLOWED, f"record {op.record_id}: only the user can confirm a record"
-        )
-    record = _existing(op.record_id, facts)
-    if isinstance(record, Refuse):
-        return record
+    found = _lifecycle_move(op, Op.CONFIRM, facts)
+    if isinstance(found, Refuse):
+        return found
+    record, move = found
     assert record.content is not None
-    if record.lifecycle is not LifecycleState.CANDIDATE:
-        return Refuse(
-            RefusalCode.WRONG_STATE,
-            f"record {op.record_id} is {record.lifecycle.value}; only a candidate is confirmed",
-        )
     if record.content.layer is Layer.BEHAVIOUR_RULE:
         problem = behaviour.rule_problem(record.content.text)
         if problem is not None:
@@ -1071,13 +1082,14 @@ def _confirm(op: Confirm, facts: Facts) -> Decision:
                 f"record {op.record_id}: external content can never become a behaviour rule",
             )
     content = record.content.model_copy(update={"epistemic_state": EpistemicState.VERIFIED})
-    return _next_version(record, content, LifecycleState.ACTIVE, EffectKind.CONFIRMED)
+    return _next_version(record, content, move.to, EffectKind.CONFIRMED)
 
 
 def _reaffirm(op: Reaffirm, facts: Facts) -> Decision:
-    record = _existing(op.record_id, facts)
-    if isinstance(record, Refuse):
-        return record
+    found = _lifecycle_move(op, Op.REAFFIRM, facts)
+    if isinstance(found, Refuse):
+        return found
+    record, move = found
     assert record.content is not None
     if record.content.time_kind is not TimeKind.FOR_NOW:
         return Refuse(
@@ -1093,7 +1105,7 @@ def _reaffirm(op: Reaffirm, facts: Facts) -> Decision:
             update={"time_kind": TimeKind.PAST, "valid_until": op.made_at, "expected_end": None}
         )
         kind = EffectKind.ENDED
-    return _next_version(record, content, record.lifecycle, kind)
+    return _next_version(record, content, move.to, kind)
 
 
 # --- forgetting -------------------------------------------------------------------------

@@ -137,6 +137,39 @@ def test_dont_use_is_reversible_and_two_retractions_never_lose_each_other(
     assert states["rec_aaaaaaaa02"].lifecycle_state is LifecycleState.NOT_IN_USE
 
 
+def test_dont_use_then_use_again_gives_a_candidate_back_as_a_candidate(
+    service: CloudService, ops: Ops
+) -> None:
+    """The cloud applies ``SetLifecycle(candidate)`` like any state and sends it to the
+    devices: a page's claim taken out of use and put back still waits for the user."""
+    (phone,) = new_user(service, "alice", "phone")
+    applied(push(service, phone, ops.episode("ep_aaaaaaaa01", "Read this page for me.")))
+    applied(
+        push(
+            service,
+            phone,
+            ops.infer(
+                "rec_aaaaaaaa01",
+                text="The shop opens at 9.",
+                source_kind="external_content",
+                source_episode_ids=["ep_aaaaaaaa01"],
+            ),
+        )
+    )
+    out, back, by_assistant = push(
+        service,
+        phone,
+        ops.simple("dont_use", "rec_aaaaaaaa01"),
+        ops.simple("use_again", "rec_aaaaaaaa01"),
+        ops.simple("use_again", "rec_aaaaaaaa01", by="assistant"),
+    ).receipts
+    assert (out.effect, back.effect) == (EffectKind.NOT_IN_USE, EffectKind.IN_USE_AGAIN)
+    assert by_assistant.code is RefusalCode.NOT_ALLOWED
+    assert _status(service, phone, "rec_aaaaaaaa01").lifecycle_state is LifecycleState.CANDIDATE
+    states = feed(service, phone).states
+    assert states["rec_aaaaaaaa01"].lifecycle_state is LifecycleState.CANDIDATE
+
+
 def test_a_fact_restated_after_it_was_retracted_is_active_again(
     service: CloudService, ops: Ops
 ) -> None:

@@ -122,6 +122,23 @@ def test_dont_use_and_use_again(make_agent: MakeAgent) -> None:
     refused(agent, "wrong_state", agent.use_again, record)
 
 
+def test_dont_use_then_use_again_leaves_a_candidate_waiting(make_agent: MakeAgent) -> None:
+    """The device applies ``SetLifecycle(candidate)``: a sensitive reading taken out of
+    use and put back still waits for the user's confirmation, and is not recalled."""
+    agent = make_agent()
+    episode = agent.say("My knee has been hurting.", "c1")
+    content = observed(episode, "Has a knee problem.", sensitivity=Sensitivity.HEALTH)
+    candidate = agent.infer(content).record_id
+    agent.dont_use(candidate)
+    assert agent.waiting_for_confirmation() == []
+    assert agent.use_again(candidate).message == "I'll use it again."
+    assert [v.record_id for v in agent.waiting_for_confirmation()] == [candidate]
+    assert agent.what_do_you_know()[0].lifecycle == "candidate"
+    assert agent.recall("knee problem") == []
+    agent.confirm(candidate)
+    assert agent.what_do_you_know()[0].lifecycle == "active"
+
+
 def test_confirm_candidate_only_by_the_user(make_agent: MakeAgent) -> None:
     agent = make_agent()
     episode = agent.say("My knee has been hurting.", "c1")
