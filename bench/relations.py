@@ -564,10 +564,16 @@ def render(summary: dict[str, Any]) -> list[Table]:
     tables = []
     for half, figures in summary.items():
         label = "tuning half" if half == "tune" else "held-out test half"
-        table = Table(title=f"tell-then-ask relations, {label} ({figures['seconds']:.0f} s)")
-        columns = ("kind", "scripts", "passed", "pass rate", "state", "errors")
-        for col in (*columns, "cosine@3", "bm25@3", "newest@3"):
-            table.add_column(col, justify="left" if col == "kind" else "right")
+        table = Table(
+            title=f"tell-then-ask relations, {label} ({figures['seconds']:.0f} s)",
+            caption="n scripts, pass / rate: answer-level passes, state: state-level pass "
+            "rate, err: scripts with step errors; anchors: cosine, BM25, newest similar first",
+        )
+        table.add_column("kind", no_wrap=True)
+        # scripts, passed, their rate, the state-level rate, scripts with step errors,
+        # then each anchor's pass rate (cosine, BM25, newest similar first)
+        for col in ("n", "pass", "rate", "state", "err", "cos@3", "bm25@3", "new@3"):
+            table.add_column(col, justify="right")
         rows = [*figures["kinds"].items(), ("overall", figures["overall"])]
         for kind, f in rows:
             table.add_row(
