@@ -32,6 +32,7 @@ from bench import detector as detector_bench
 from bench import embedding as embedding_bench
 from bench import export as export_bench
 from bench import live as live_bench
+from bench import relations as relations_bench
 from bench import retrieval as retrieval_bench
 from bench import subset as subset_bench
 from bench import sync_suite
@@ -242,6 +243,13 @@ def run_subset(smoke: bool) -> dict[str, Any]:
     return _stamped(subset=subset)
 
 
+def run_relations(smoke: bool) -> dict[str, Any]:
+    """Issue 17's tell-then-ask quality bench alone (``--only relations``)."""
+    with tempfile.TemporaryDirectory(prefix="memsync-bench-relations-") as tmp:
+        relations = relations_bench.measure(Path(tmp) / "relations", smoke)
+    return _stamped(relations=relations)
+
+
 def run(
     n_device: int, n_push: int, sizes: list[int], smoke: bool, n_consolidate: int
 ) -> dict[str, Any]:
@@ -266,6 +274,7 @@ def run(
         live = live_bench.measure(root / "live", smoke)
         export = export_bench.measure(root / "export", smoke)
         subset = subset_bench.measure(root / "subset", smoke)
+        relations = relations_bench.measure(root / "relations", smoke)
     figures = {
         "device_pairs_per_s_sqlcipher": ours_cipher,
         "device_pairs_per_s_sqlcipher_model_stubbed": ours_no_model,
@@ -306,6 +315,7 @@ def run(
         sync=sync,
         export=export,
         subset=subset,
+        relations=relations,
     )
 
 
@@ -428,10 +438,12 @@ def main() -> None:
     )
     parser.add_argument(
         "--only",
-        choices=["all", "sync", "export", "subset"],
+        choices=["all", "sync", "export", "subset", "relations"],
         default="all",
         help="'sync': only issue 6's sync benches (fleet, pull cost, key destruction, live); "
-        "'export': only issue 7's export bench; 'subset': only issue 9's device subset bench",
+        "'export': only issue 7's export bench; 'subset': only issue 9's device subset bench; "
+        "'relations': only issue 17's tell-then-ask quality bench (the tuning half's failures "
+        "are printed, the held-out half's never)",
     )
     args = parser.parse_args()
     # a SIGTERM unwinds like Ctrl-C, so clouds stop and bench databases are dropped
@@ -459,6 +471,15 @@ def main() -> None:
         console.print(subset_bench.render(result["subset"]))
         print(f"wrote {RESULTS}")
         return
+    if args.only == "relations":
+        result = run_relations(args.smoke)
+        result["smoke"] = args.smoke
+        RESULTS.write_text(json.dumps(result, indent=2) + "\n")
+        relations_bench.print_failures(result["relations"]["tune_failures"])
+        for table in relations_bench.render(result["relations"]["halves"]):
+            console.print(table)
+        print(f"wrote {RESULTS}")
+        return
     n_device, n_push = (20, 20) if args.smoke else (args.device_pairs, args.push_pairs)
     n_consolidate = 20 if args.smoke else args.candidates
     sizes = [200] if args.smoke else args.sizes
@@ -473,9 +494,12 @@ def main() -> None:
         *render_sync(result["sync"]),
         export_bench.render(result["export"]),
         subset_bench.render(result["subset"]),
+        *relations_bench.render(result["relations"]["halves"]),
     ]
     for table in tables:
         console.print(table)
+    failing = len(result["relations"]["tune_failures"])
+    print(f"relations: {failing} tuning script(s) fail; --only relations prints each of them")
     print(f"wrote {RESULTS}")
 
 
