@@ -8,8 +8,9 @@ Invariants:
   unrelated; statements about different people or things never touch each other.
 - A correction needs evidence: a single-valued attribute with a new value, a correction
   cue ("actually", "no wait", "not X", "no longer", "now", "switched"...), or a negation
-  of the old value. A many-valued attribute (allergies, languages, pets...) gains an
-  addition unless the user denies the old value or says plainly they misspoke.
+  of the old value. The same value said again is an addition: nothing became untrue.
+  A many-valued attribute (allergies, languages, pets...) gains an addition unless the
+  user denies the old value or says plainly they misspoke.
 - Where it is unsure it says *conflict* (both kept, flagged, retrieved together), never
   a silent supersede; a statement from another kind of source that disagrees with the
   user is a conflict too.
@@ -105,9 +106,9 @@ def relate(
         new.negated and not old.negated and (not new.value or _overlap(new.value, old.value))
     ) or _overlap(new.rejected, old.value)
     if same_value:
-        if not same_source:
-            return Verdict(StatementRelation.ADDITION, f"{why}; another source says the same")
-        return Verdict(StatementRelation.CORRECTION, f"{why}; you said it again")
+        # said again (or a source agrees): nothing became untrue, so both stay current
+        who = "you said the same again" if same_source else "another source says the same"
+        return Verdict(StatementRelation.ADDITION, f"{why}; {who}")
     if not same_source:
         return Verdict(StatementRelation.CONFLICT, f"{why}, and the sources disagree")
     if new.negated and not old.negated and not denies_old:

@@ -40,10 +40,28 @@ def normalise(sentence: str) -> str:
     return _FINAL_PUNCT.sub("", collapsed).rstrip()
 
 
+# A period after a title or one of these ends no sentence: "My dentist is Dr. Park." is
+# one sentence. ("St.", "etc." and "Jr." often do end one, so they are not here.)
+ABBREVIATIONS = frozenset("dr mr mrs ms mx prof rev fr vs e.g i.e approx".split())
+_LAST_WORD = re.compile(r"(?:^|\s)([A-Za-z][A-Za-z.]*)\.$")
+
+
 def split_sentences(text: str) -> list[str]:
-    """Split typed text into sentences at ., !, ? or an ellipsis followed by space."""
-    parts = _SENTENCE_END.split(_SPACE.sub(" ", text).strip())
-    return [p.strip() for p in parts if p.strip()]
+    """Split typed text into sentences at ., !, ? or an ellipsis followed by space (never
+    after a title or an abbreviation such as "Dr." or "e.g.")."""
+    parts = [p.strip() for p in _SENTENCE_END.split(_SPACE.sub(" ", text).strip()) if p.strip()]
+    out: list[str] = []
+    for part in parts:
+        if out and _ends_with_abbreviation(out[-1]):
+            out[-1] = f"{out[-1]} {part}"
+        else:
+            out.append(part)
+    return out
+
+
+def _ends_with_abbreviation(sentence: str) -> bool:
+    found = _LAST_WORD.search(sentence)
+    return found is not None and found.group(1).casefold().rstrip(".") in ABBREVIATIONS
 
 
 def is_question(sentence: str) -> bool:

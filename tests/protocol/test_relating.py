@@ -39,6 +39,7 @@ CASES = [
     ("I play the cello.", "I play chess on Sundays.", A),
     ("My favorite number is 7.", "My favorite number is not 1729.", A),
     ("I have a dog named Rex.", "I have a dog called Pip too.", A),
+    ("I live in Oslo.", "Just so you know, I live in Oslo.", A),  # said again: both stand
     # one person, other attributes; other people: unrelated
     ("My cousin Lena is a nurse.", "My cousin Lena lives in Graz.", U),
     ("I live in Rome.", "My sister lives in Oslo.", U),
