@@ -28,7 +28,7 @@ from protocol.confidence import ConfidenceClass, compute
 from protocol.errors import SealError
 from protocol.explain import explain as explain_sentence
 from protocol.model import EpistemicState, LifecycleState, RecordContent
-from protocol.presentation import labelled_line
+from protocol.presentation import CONFLICT, OUTDATED, labelled_line
 
 FORGOTTEN = LifecycleState.FORGOTTEN.value
 FORGOTTEN_MESSAGE = "Permanently forgotten; it cannot be brought back."
@@ -117,12 +117,11 @@ def line_for(
     db: Database, h: Held, now: datetime, *, lifecycle: LifecycleState | None = None
 ) -> str:
     assert h.content is not None
+    flags = [CONFLICT] if live_conflicts(db, h.row) else []
+    if is_active(db, h.row["superseded_by"]):
+        flags.append(OUTDATED)
     return labelled_line(
-        h.content,
-        shown_class(h, now, lifecycle),
-        said_on(db, h.content, h.learned_at),
-        conflict=bool(live_conflicts(db, h.row)),
-        superseded=is_active(db, h.row["superseded_by"]),
+        h.content, shown_class(h, now, lifecycle), said_on(db, h.content, h.learned_at), flags=flags
     )
 
 
