@@ -15,10 +15,12 @@ from protocol.model import (
     LifeArea,
     LifecycleState,
     RecordContent,
+    RelationNote,
     SourceKind,
+    StatementRelation,
     TimeKind,
 )
-from protocol.rules import CreateRecord, Effect
+from protocol.rules import CreateRecord, Effect, FlagSuperseded
 from tests.device.conftest import MakeAgent, TickingClock
 from tests.device.test_memory_ops import observed, told
 
@@ -303,3 +305,40 @@ def test_a_follow_up_is_found_by_its_context_and_shown_with_both_sentences(
         "  [event | said | You told me]"
     )
     assert [h.record_id for h in agent.recall("school play")] == [record]  # by its words too
+
+
+def test_explain_says_what_a_correction_replaced_and_what_replaced_the_old(
+    make_agent: MakeAgent,
+) -> None:
+    clock = TickingClock()
+    agent = make_agent(clock=clock)
+    rome = told(agent, ROME)
+    clock.now += timedelta(hours=5, minutes=3)
+    episode = agent.say(OSLO, "c2")
+    said = clock.now - timedelta(seconds=1)
+    note = RelationNote(
+        kind=StatementRelation.CORRECTION, record_id=rome, evidence="same subject: home", at=said
+    )
+    oslo = create(
+        agent,
+        "rec_00000000000000000000000002",
+        RecordContent(text=OSLO, source_episode_ids=[episode], said_at=said, relations=[note]),
+        FlagSuperseded(rome, "rec_00000000000000000000000002"),
+    )
+    assert agent.explain(oslo) == (
+        f'You told me so: on 2026-03-01 you wrote: "{OSLO}". Confidence: You told me. '
+        f'You corrected this on 2026-03-01 at 14:33: "{OSLO}" replaces "{ROME}" '
+        "(same subject: home)."
+    )
+    assert agent.explain(rome).endswith(
+        "You said something newer on the same subject on 2026-03-01 at 14:33: "
+        f'"{OSLO}" replaces it, so I use that instead.'
+    )
+    assert [(h.record_id, h.current, h.outdated) for h in agent.recall("Where do I live?")] == [
+        (oslo, True, False),
+        (rome, False, True),
+    ]
+    agent.forget_permanently(rome)
+    after = agent.explain(oslo)
+    assert "replaces a record that was permanently forgotten" in after and "Rome" not in after
+    assert [h.record_id for h in agent.recall("Where do I live? Rome Oslo")] == [oslo]
