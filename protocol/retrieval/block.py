@@ -23,7 +23,7 @@ from datetime import datetime
 from protocol import timeline
 from protocol.confidence import ConfidenceClass, compute
 from protocol.errors import StepOrderError
-from protocol.presentation import CONFLICT, labelled_line, minute
+from protocol.presentation import CONFLICT, QUOTABLE, labelled_line, minute
 from protocol.retrieval.steps import Scored, Selected
 from protocol.retrieval.task import Candidate, Relation
 
@@ -83,6 +83,12 @@ def _said_on(c: Candidate) -> datetime:
     return c.said_on or c.content.said_at or c.learned_at
 
 
+def _when(c: Candidate) -> str:
+    """ "said" only of the user's own words; anything else was only recorded then."""
+    assert c.content is not None
+    return "said" if c.content.epistemic_state in QUOTABLE else "recorded"
+
+
 def _lines(numbers: list[int]) -> str:
     words = [f"line {n}" for n in numbers]
     return words[0] if len(words) == 1 else ", ".join(words[:-1]) + " and " + words[-1]
@@ -108,7 +114,8 @@ def flags(hit: Scored, selected: tuple[Scored, ...], number: dict[str, int]) -> 
     replaced = [h for h in selected if h.outdated and h.pulled_in_by == c.record_id]
     if replaced:
         said = [
-            f"line {number[h.record_id]} (said {minute(_said_on(h.candidate))})" for h in replaced
+            f"line {number[h.record_id]} ({_when(h.candidate)} {minute(_said_on(h.candidate))})"
+            for h in replaced
         ]
         listed = said[0] if len(said) == 1 else ", ".join(said[:-1]) + " and " + said[-1]
         out.append(f"CURRENT: replaces {listed}")

@@ -376,6 +376,19 @@ def test_a_chain_is_walked_to_its_current_statement() -> None:
     ]
 
 
+def test_an_outdated_inference_is_never_dated_as_something_the_user_said() -> None:
+    cands = chain()
+    old = cands[0]
+    assert old.content is not None
+    inferred = old.content.model_copy(update={"epistemic_state": EpistemicState.INFERRED})
+    fields = {f: getattr(old, f) for f in old.__dataclass_fields__}
+    cands[0] = Candidate(**{**fields, "content": inferred})
+    current, outdated = present(where(cands, SearchHits(vector={"rec_00000001": 0.8}))).lines
+    assert current.line.endswith("| CURRENT: replaces line 2 (recorded 2026-07-01 at 09:05)]")
+    assert outdated.line.startswith(f"[inferred, not your words] {ROME}  [")
+    assert "you wrote" not in outdated.line and '"' not in outdated.line
+
+
 @pytest.mark.parametrize(
     "successor, refused, allowed",
     [
