@@ -43,7 +43,7 @@ from cloud.store.search import IndexRow
 from cloud.vault import Vault
 from protocol.embedding import DIM, Embedder
 from protocol.model import LifecycleState, RecordContent
-from protocol.retrieval import lexical, vectors
+from protocol.retrieval import lexical, searchable_text, vectors
 from protocol.retrieval.relations import relation_of, relation_terms
 from protocol.retrieval.task import Relation
 
@@ -57,8 +57,10 @@ FORGOTTEN = LifecycleState.FORGOTTEN.value
 
 
 def blinded_terms(content: RecordContent, key: bytes) -> tuple[str, ...]:
-    """What the lexical index holds for one version: its words and relation terms, blinded."""
-    return tuple(lexical.blind_all(lexical.terms(content.text) + relation_terms(content), key))
+    """What the lexical index holds for one version: the words of its searchable text
+    (``protocol.retrieval.searchable_text``) and its relation terms, blinded."""
+    plain = lexical.terms(searchable_text(content)) + relation_terms(content)
+    return tuple(lexical.blind_all(plain, key))
 
 
 @dataclass(frozen=True, slots=True)
@@ -146,7 +148,7 @@ class SearchIndex:
             return 0
         key = self._vault.search_key(space_id)
         terms = [blinded_terms(content, key) for *_, content in opened]
-        embedded = embedder.embed([content.text for *_, content in opened])
+        embedded = embedder.embed([searchable_text(content) for *_, content in opened])
         with self._store.session(space_id, lock=True) as s:
             now = s.records(space_id, [record_id for record_id, *_ in opened])
             deks = self._vault.data_keys(s, space_id, {key_id for _, _, key_id, _ in opened})

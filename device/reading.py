@@ -26,9 +26,10 @@ from device.views import RecordView, SourceView, VersionView
 from protocol import timeline
 from protocol.confidence import ConfidenceClass, compute
 from protocol.errors import SealError
+from protocol.explain import Known
 from protocol.explain import explain as explain_sentence
 from protocol.model import EpistemicState, LifecycleState, RecordContent
-from protocol.presentation import labelled_line
+from protocol.presentation import CONFLICT, OUTDATED, labelled_line
 
 FORGOTTEN = LifecycleState.FORGOTTEN.value
 FORGOTTEN_MESSAGE = "Permanently forgotten; it cannot be brought back."
@@ -117,12 +118,11 @@ def line_for(
     db: Database, h: Held, now: datetime, *, lifecycle: LifecycleState | None = None
 ) -> str:
     assert h.content is not None
+    flags = [CONFLICT] if live_conflicts(db, h.row) else []
+    if is_active(db, h.row["superseded_by"]):
+        flags.append(OUTDATED)
     return labelled_line(
-        h.content,
-        shown_class(h, now, lifecycle),
-        said_on(db, h.content, h.learned_at),
-        conflict=bool(live_conflicts(db, h.row)),
-        superseded=is_active(db, h.row["superseded_by"]),
+        h.content, shown_class(h, now, lifecycle), said_on(db, h.content, h.learned_at), flags=flags
     )
 
 
@@ -256,14 +256,35 @@ def explain(db: Database, record_id: str, now: datetime) -> str:
         episodes[episode_id] = (
             None if facts is None or facts.typed_at is None else (facts.typed_at, facts.text)
         )
+    superseded = is_active(db, h.row["superseded_by"])
     return explain_sentence(
         h.content,
         shown_class(h, now),
         episodes,
         version=int(h.version["version"]) if h.version is not None else 1,
         conflicts=len(live_conflicts(db, h.row)),
-        superseded=is_active(db, h.row["superseded_by"]),
+        superseded=superseded,
+        related={
+            note.record_id: known
+            for note in h.content.relations
+            if (known := _known(db, note.record_id)) is not None
+        },
+        replaced_by=_known(db, h.row["superseded_by"]) if superseded else None,
     )
+
+
+def _known(db: Database, record_id: str) -> Known | None:
+    """What this device knows of another record for an explanation: its content (None
+    once forgotten) and when it was said; None when the device does not hold it."""
+    row = store.record_row(db, record_id)
+    if row is None:
+        return None
+    other = held(db, row)
+    if other.lifecycle is LifecycleState.FORGOTTEN:
+        return Known(None)
+    if other.content is None:
+        return None
+    return Known(other.content, said_on(db, other.content, other.learned_at))
 
 
 def sources(db: Database, record_id: str) -> list[SourceView]:

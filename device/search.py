@@ -27,7 +27,7 @@ from device.db import Database
 from device.embedder import default_embedder
 from protocol.embedding import DIM
 from protocol.model import LifecycleState, RecordContent
-from protocol.retrieval import lexical, vectors
+from protocol.retrieval import lexical, searchable_text, vectors
 from protocol.retrieval.relations import relation_of, relation_terms
 from protocol.retrieval.task import Relation
 
@@ -82,7 +82,7 @@ def merge_if_needed(db: Database) -> None:
 
 def document_for(content: RecordContent, key: bytes) -> str:
     """The FTS document of a record: its blinded word and relation terms."""
-    plain = lexical.terms(content.text) + relation_terms(content)
+    plain = lexical.terms(searchable_text(content)) + relation_terms(content)
     return lexical.document(lexical.blind_all(plain, key))
 
 
@@ -92,7 +92,7 @@ def index(db: Database, items: Sequence[tuple[str, int, RecordContent]]) -> None
         return
     key = search_key(db)
     embedder = default_embedder()
-    embedded = embedder.embed([content.text for _, _, content in items])
+    embedded = embedder.embed([searchable_text(content) for _, _, content in items])
     for (record_id, version, content), vector in zip(items, embedded, strict=True):
         _unindex(db, record_id)
         rowid = _rowid(db, record_id)

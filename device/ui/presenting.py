@@ -21,7 +21,7 @@ STATES = (
     (LifecycleState.ACTIVE.value, "Active"),
     (LifecycleState.NOT_IN_USE.value, "Not in use"),
 )
-_SAID_ON = re.compile(r"^On (\d{4}-\d{2}-\d{2}) you wrote:")
+_SAID_ON = re.compile(r"^On (\d{4}-\d{2}-\d{2})(?: at \d{2}:\d{2})? you wrote:")
 
 
 # --- what a page shows of a record ------------------------------------------------------

@@ -2,8 +2,13 @@
 
 Invariants:
 - Every line is labelled with content type, epistemic state, confidence class and any
-  conflict flag; an outdated record is labelled outdated and its successor current.
-- Only said/verified records are quoted, dated and verbatim (``presentation.present``).
+  conflict flag; an outdated record is labelled outdated and its chain's current
+  statement current, and the labels say which line replaces which ("CURRENT: replaces
+  line 2 (said 2026-07-01 at 09:30)", "OUTDATED: replaced by line 1"), so the model
+  never has to compare dates. The current statement comes before what it replaced; the
+  two sides of a conflict name each other's line.
+- Only said/verified records are quoted, dated to the minute and verbatim
+  (``presentation.present``).
 - The block is data, never instruction: record text is escaped so it holds no line
   break and no angle bracket, so no text can close the block or open another; the
   markers carry a nonce derived from the escaped content, which no text can predict.
@@ -18,7 +23,7 @@ from datetime import datetime
 from protocol import timeline
 from protocol.confidence import ConfidenceClass, compute
 from protocol.errors import StepOrderError
-from protocol.presentation import labelled_line
+from protocol.presentation import CONFLICT, QUOTABLE, labelled_line, minute
 from protocol.retrieval.steps import Scored, Selected
 from protocol.retrieval.task import Candidate, Relation
 
@@ -39,7 +44,7 @@ class Line:
     confidence: str
     conflict: bool
     outdated: bool
-    current: bool  # the newer record of a supersedes pair
+    current: bool  # the current statement of a chain whose outdated records are shown
     line: str
     score: float
     relevance: float
@@ -73,27 +78,67 @@ def shown_class(c: Candidate, now: datetime) -> ConfidenceClass:
     return compute(c.content, c.lifecycle, now).shown
 
 
-def _line(hit: Scored, now: datetime, selected: set[str]) -> Line:
+def _said_on(c: Candidate) -> datetime:
+    assert c.content is not None and c.learned_at is not None
+    return c.said_on or c.content.said_at or c.learned_at
+
+
+def _when(c: Candidate) -> str:
+    """ "said" only of the user's own words; anything else was only recorded then."""
+    assert c.content is not None
+    return "said" if c.content.epistemic_state in QUOTABLE else "recorded"
+
+
+def _lines(numbers: list[int]) -> str:
+    words = [f"line {n}" for n in numbers]
+    return words[0] if len(words) == 1 else ", ".join(words[:-1]) + " and " + words[-1]
+
+
+def flags(hit: Scored, selected: tuple[Scored, ...], number: dict[str, int]) -> list[str]:
+    """The conflict, outdated and current flags of one line, naming the lines they refer to."""
+    c = hit.candidate
+    out: list[str] = []
+    if c.conflicts_with:
+        shown = sorted(number[o] for o in set(c.conflicts_with) if o in number)
+        out.append(f"CONFLICT: disagrees with {_lines(shown)}" if shown else CONFLICT)
+    if hit.outdated:
+        successor = c.superseded_by
+        current = number.get(hit.pulled_in_by or "")
+        direct = number.get(successor or "")
+        if direct is not None and current is not None and direct != current:
+            out.append(f"OUTDATED: replaced by line {direct}; line {current} is current")
+        elif direct is not None or current is not None:
+            out.append(f"OUTDATED: replaced by line {direct or current}")
+        else:  # not reached: an outdated record only comes beside its current statement
+            out.append("OUTDATED: you said something newer")
+    replaced = [h for h in selected if h.outdated and h.pulled_in_by == c.record_id]
+    if replaced:
+        said = [
+            f"line {number[h.record_id]} ({_when(h.candidate)} {minute(_said_on(h.candidate))})"
+            for h in replaced
+        ]
+        listed = said[0] if len(said) == 1 else ", ".join(said[:-1]) + " and " + said[-1]
+        out.append(f"CURRENT: replaces {listed}")
+    return out
+
+
+def _line(hit: Scored, now: datetime, selected: tuple[Scored, ...], number: dict[str, int]) -> Line:
     c = hit.candidate
     assert c.content is not None and c.learned_at is not None
     content = c.content
     kind = content.custom_type.name if content.custom_type else content.content_type.value
-    conflict = bool(set(c.conflicts_with))
-    current = any(older in selected for older in c.supersedes)
     shown = shown_class(c, now)
-    said_on = c.said_on or content.said_at or c.learned_at
-    rendered = labelled_line(
-        content, shown, said_on, conflict=conflict, superseded=hit.outdated, current=current
-    )
+    labels = flags(hit, selected, number)
+    rendered = labelled_line(content, shown, _said_on(c), flags=labels)
     return Line(
         record_id=c.record_id,
         text=content.text,
         content_type=kind,
         epistemic_state=content.epistemic_state.value,
         confidence=shown.value,
-        conflict=conflict,
+        conflict=bool(c.conflicts_with),
         outdated=hit.outdated,
-        current=current,
+        current=any(label.startswith("CURRENT") for label in labels),
         line=rendered,
         score=hit.score,
         relevance=hit.relevance,
@@ -117,8 +162,8 @@ def present(stage: Selected) -> MemoryBlock:
     """Step 8."""
     if type(stage) is not Selected:
         raise StepOrderError("present", "smallest_subset", stage)
-    ids = {h.record_id for h in stage.scored}
-    lines = tuple(_line(h, stage.task.now, ids) for h in stage.scored)
+    number = {h.record_id: i for i, h in enumerate(stage.scored, 1)}
+    lines = tuple(_line(h, stage.task.now, stage.scored, number) for h in stage.scored)
     return MemoryBlock(
         lines=lines, text=marked(lines), factual=stage.factual, considered=len(stage.records)
     )

@@ -1,5 +1,6 @@
 """What a side hands the pipeline: the records the indexes proposed, the records
-related to them, and their companions, each as its authoritative ``Candidate``.
+related to them, the successors of outdated ones up to their chain's current
+statement, and their companions, each as its authoritative ``Candidate``.
 
 Invariant: device and cloud gather the same way (this function); only how they read
 an index or a record differs, and they pass that in. Ids are loaded once each, in
@@ -18,6 +19,7 @@ Related = Callable[[dict[str, RecordContent]], Mapping[str, Sequence[tuple[str, 
 
 
 RELATED_SEEDS = 10  # relations are followed from this many of the best hits of each index
+MAX_CHAIN = 32  # supersedes links followed from an outdated hit to its current statement
 
 
 def seeds_of(lexical: Mapping[str, float], vector: Mapping[str, float]) -> set[str]:
@@ -56,6 +58,11 @@ def gather(
         if c.superseded_by is not None:
             links.append((c.superseded_by, Relation.SUPERSEDES))
     load((other for links in edges.values() for other, _ in links), found)
+    for _ in range(MAX_CHAIN):  # each outdated record's chain, up to its current statement
+        successors = {c.superseded_by for c in found.values() if c.superseded_by} - set(found)
+        if not successors:
+            break
+        load(successors, found)
     for c in list(found.values()):  # companions the smallest subset may bring along
         load([*c.conflicts_with, *c.supersedes], found)
     hits = SearchHits(

@@ -1,9 +1,9 @@
 """Relation terms: what links one record to others besides its words.
 
 Invariants: relation terms are derived from a record's sealed content only (people it
-names, its project, its source episodes); they are indexed beside its words, blinded
-the same way, and die with it. Supersedes and conflict links come from record state,
-not from here.
+names in its text or its context sentence, its project, its source episodes); they are
+indexed beside its words, blinded the same way, and die with it. Supersedes and
+conflict links come from record state, not from here.
 """
 
 from __future__ import annotations
@@ -13,6 +13,7 @@ import re
 from protocol.model import RecordContent
 from protocol.retrieval.lexical import IRREGULAR, relation_term
 from protocol.retrieval.task import Relation
+from protocol.retrieval.text import searchable_text
 
 _NAME = re.compile(r"(?<![\w'])([A-Z][a-z]+(?:-[A-Z][a-z]+)?)\b")
 KIN = frozenset(
@@ -63,7 +64,7 @@ def people(text: str) -> set[str]:
 
 def relation_terms(content: RecordContent) -> list[str]:
     """The relation terms a record is indexed with, sorted."""
-    out = {relation_term(Relation.PERSON.value, p) for p in people(content.text)}
+    out = {relation_term(Relation.PERSON.value, p) for p in people(searchable_text(content))}
     if content.project:
         out.add(relation_term(Relation.PROJECT.value, content.project))
     out.update(relation_term(Relation.EPISODE.value, e) for e in content.source_episode_ids)

@@ -10,6 +10,10 @@ Invariants:
   use, invalid, forgotten, out of area, without consent or an opinion in a factual answer.
 - A record superseded by an active newer record is never a hit of its own; it can
   only come back beside its successor, labelled outdated (with the newer one current).
+  A search hit on it brings the current statement of its chain (its successors walked
+  to the one not superseded, each of which passed steps 1-4; nothing else is ever
+  brought back), ranked at least as high as the hit, and the smallest subset never
+  cuts that current statement: the hit's score is the current statement's floor.
 - Records in conflict are returned together, both flagged.
 - Ranking only lowers decayed and stale records; it never drops one.
 """
@@ -17,7 +21,7 @@ Invariants:
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, TypeVar
 
 from protocol import timeline
@@ -90,6 +94,9 @@ class Scored:
     score: float = 0.0  # after ranking
     outdated: bool = False
     pulled_in_by: str | None = None  # a companion (conflict, superseded) of a selected one
+    # outdated records of this one's chain that were hits, with their relevance: this is
+    # their chain's current statement, and ranks at least as high as they would
+    found_by: tuple[tuple[str, float], ...] = ()
 
     @property
     def record_id(self) -> str:
@@ -230,15 +237,40 @@ def relevance(lexical: float, vector: float) -> float:
     return VECTOR_WEIGHT * max(vector, 0.0) + LEXICAL_WEIGHT * lexical
 
 
+def current_of(
+    c: Candidate, eligible: Mapping[str, Candidate], outdated: Mapping[str, Candidate]
+) -> Candidate | None:
+    """The current statement of an outdated record's chain: its successors walked to the
+    one no newer record replaces. None when a link of the chain did not pass steps 1-4
+    (not in use, another area, sensitive without consent, ...): then nothing of the
+    chain stands in for it, and nothing is re-activated."""
+    seen = {c.record_id}
+    successor = c.superseded_by
+    while successor is not None and successor not in seen:
+        if successor in eligible:
+            return eligible[successor]
+        step = outdated.get(successor)
+        if step is None:
+            return None
+        seen.add(successor)
+        successor = step.superseded_by
+    return None
+
+
 def search(stage: OpinionFiltered, hits: SearchHits) -> Searched:
-    """Step 5: hybrid lexical, vector and relationship search over the filtered records."""
+    """Step 5: hybrid lexical, vector and relationship search over the filtered records.
+    A hit on an outdated record is not a hit of its own: it finds its chain's current
+    statement (``current_of``), at the hit's relevance if that is higher."""
     s: OpinionFiltered = _expect("search", stage, OpinionFiltered, "opinion_filter")
     eligible = s.by_id()
+    outdated = {c.record_id: c for c in s.outdated}
     top_lexical = max(hits.lexical.values(), default=0.0)
     scored: dict[str, Scored] = {}
+    found_by: dict[str, list[tuple[str, float]]] = {}
     for record_id in sorted(set(hits.lexical) | set(hits.vector)):
         c = eligible.get(record_id)
-        if c is None:
+        old = outdated.get(record_id) if c is None else None
+        if c is None and old is None:
             continue  # the index knows it; the authoritative state says no
         lex = hits.lexical.get(record_id, 0.0) / top_lexical if top_lexical > 0 else 0.0
         vec = hits.vector.get(record_id, 0.0)
@@ -250,6 +282,12 @@ def search(stage: OpinionFiltered, hits: SearchHits) -> Searched:
             score = lex  # no vectors to ask (evaluation, or a model being rebuilt)
             if score <= 0.0:
                 continue
+        if old is not None:
+            current = current_of(old, eligible, outdated)
+            if current is not None:
+                found_by.setdefault(current.record_id, []).append((record_id, score))
+            continue
+        assert c is not None
         scored[record_id] = Scored(candidate=c, relevance=score, lexical=lex, vector=vec)
     for hit in sorted(scored.values(), key=lambda h: (-h.relevance, h.record_id)):
         if hit.via is not None:
@@ -262,6 +300,18 @@ def search(stage: OpinionFiltered, hits: SearchHits) -> Searched:
             known = scored.get(other_id)
             if known is None or (known.via is not None and known.relevance < pulled):
                 scored[other_id] = Scored(candidate=c, relevance=pulled, via=(hit.record_id, kind))
+    for current_id, olds in sorted(found_by.items()):
+        best_id, best = max(olds, key=lambda o: (o[1], o[0]))
+        known = scored.get(current_id)
+        if known is None:
+            known = Scored(
+                candidate=eligible[current_id],
+                relevance=best,
+                via=(best_id, Relation.SUPERSEDES),
+            )
+        scored[current_id] = replace(
+            known, relevance=max(known.relevance, best), found_by=tuple(sorted(olds))
+        )
     return _make(
         Searched,
         s.task,
@@ -286,6 +336,17 @@ def weight(c: Candidate, task: Task) -> float:
 def rank(stage: Searched) -> Ranked:
     """Step 6: relevance x priority x confidence; decayed or expired records drop, never vanish."""
     s: Searched = _expect("rank", stage, Searched, "search")
+    outdated = {c.record_id: c for c in s.outdated}
+
+    def score(h: Scored) -> float:
+        own = h.relevance * weight(h.candidate, s.task)
+        found = (  # an outdated hit's current statement ranks at least as high as the hit
+            relevance * weight(outdated[old], s.task)
+            for old, relevance in h.found_by
+            if outdated[old].learned_at is not None
+        )
+        return max([own, *found])
+
     ranked = [
         Scored(
             candidate=h.candidate,
@@ -293,7 +354,8 @@ def rank(stage: Searched) -> Ranked:
             lexical=h.lexical,
             vector=h.vector,
             via=h.via,
-            score=h.relevance * weight(h.candidate, s.task),
+            score=score(h),
+            found_by=h.found_by,
         )
         for h in s.scored
         if h.candidate.learned_at is not None
@@ -307,9 +369,31 @@ def rank(stage: Searched) -> Ranked:
 # -- 7. smallest subset ------------------------------------------------------------
 
 
+def _said(c: Candidate) -> float:
+    assert c.content is not None
+    moment = c.said_on or c.content.said_at or c.learned_at
+    return 0.0 if moment is None else moment.timestamp()
+
+
+def chain_companions(hit: Scored, outdated: Mapping[str, Candidate]) -> list[Candidate]:
+    """The outdated records a selected record brings along, newest first: the ones it
+    superseded, and every outdated hit of its chain with the links between that hit and
+    it (never a record that did not pass steps 1-4)."""
+    out = {o: outdated[o] for o in hit.candidate.supersedes if o in outdated}
+    for old, _ in hit.found_by:
+        step: Candidate | None = outdated.get(old)
+        while step is not None and step.record_id not in out:
+            out[step.record_id] = step
+            successor = step.superseded_by
+            step = None if successor is None else outdated.get(successor)
+    return sorted(out.values(), key=lambda c: (-_said(c), c.record_id))
+
+
 def smallest_subset(stage: Ranked) -> Selected:
     """Step 7: the best records within ``RELATIVE_CUT`` of the top, up to the task's limit;
-    each brings the records in conflict with it and the ones it superseded."""
+    each brings the records in conflict with it and the outdated records of its chain
+    (``chain_companions``). A chain's current statement is never cut when an outdated
+    record of the chain was the hit: it carries the hit's score (``rank``)."""
     s: Ranked = _expect("smallest_subset", stage, Ranked, "rank")
     if not s.scored:
         return _make(Selected, s.task, s.records, outdated=s.outdated, factual=s.factual)
@@ -329,10 +413,9 @@ def smallest_subset(stage: Ranked) -> Selected:
             if c is not None and other not in seen:
                 seen.add(other)
                 out.append(Scored(candidate=c, relevance=0.0, pulled_in_by=hit.record_id))
-        for older in sorted(hit.candidate.supersedes):
-            c = outdated.get(older)
-            if c is not None and older not in seen:
-                seen.add(older)
+        for c in chain_companions(hit, outdated):
+            if c.record_id not in seen:
+                seen.add(c.record_id)
                 out.append(
                     Scored(candidate=c, relevance=0.0, outdated=True, pulled_in_by=hit.record_id)
                 )

@@ -106,7 +106,7 @@ def test_found_by_meaning_and_by_word_forms(
     assert ids(answer)[0] == duluth
     first = answer.lines[0]
     assert first.text == DULUTH and first.epistemic_state is EpistemicState.SAID
-    assert first.line.startswith('On 2026-03-01 you wrote: "I grew up in Duluth."')
+    assert first.line.startswith('On 2026-03-01 at 09:00 you wrote: "I grew up in Duluth."')
     assert answer.scope == "cloud" and answer.factual is False
     assert f'you wrote: "{DULUTH}"' in answer.block and answer.block.startswith("<memory-data")
     assert ids(recall(service, phone, "childhood home town"))[0] == duluth
@@ -286,9 +286,69 @@ def test_conflicts_come_together_and_supersession_labels_outdated(
         (hot, True, False, None),
         (iced, False, True, hot),  # never a hit of its own, only beside its successor
     ]
-    assert "OUTDATED: you said something newer" in answer.lines[1].line
+    assert answer.lines[0].line.endswith("| CURRENT: replaces line 2 (said 2026-03-01 at 09:00)]")
+    assert answer.lines[1].line.endswith("| OUTDATED: replaced by line 1]")
+    assert lines[0].line.endswith("| CONFLICT: disagrees with line 2]")
+    assert lines[1].line.endswith("| CONFLICT: disagrees with line 1]")
     applied(push(service, phone, ops.simple("dont_use", hot)))
     assert ids(recall(service, phone, "coffee")) == [iced]
+
+
+ROME, TURIN, OSLO = "I live in Rome.", "I live in Turin now.", "Actually, we moved, it's Oslo now."
+
+
+def test_an_outdated_records_words_find_its_current_statement(
+    service: CloudService, ops: Ops
+) -> None:
+    (phone,) = new_user(service, "ada", "phone")
+    rome = tell(service, ops, phone, 1, ROME, subject="where I live")
+    tell(service, ops, phone, 2, "My sister lives in Lisbon.")
+    oslo = tell(service, ops, phone, 3, OSLO, subject="where I live")
+    for query in ("Where do I live?", "Do I live in Rome?"):
+        answer = recall(service, phone, query)
+        assert [(x.record_id, x.current, x.outdated) for x in answer.lines][:2] == [
+            (oslo, True, False),
+            (rome, False, True),
+        ], query
+        assert answer.lines[0].line == (
+            f'On 2026-03-01 at 09:00 you wrote: "{OSLO}"  [personal_fact | said | You told me | '
+            "CURRENT: replaces line 2 (said 2026-03-01 at 09:00)]"
+        )
+        assert answer.lines[1].pulled_in_by == oslo
+        assert answer.lines[1].line.endswith("| OUTDATED: replaced by line 1]")
+        assert answer.lines[0].score > 0
+    # the newest statement replaces both; the old words still find it, the others beside it
+    turin = tell(service, ops, phone, 4, TURIN, subject="where I live")
+    answer = recall(service, phone, "Do I live in Rome?", limit=1)
+    assert [(x.record_id, x.current, x.outdated) for x in answer.lines] == [
+        (turin, True, False),
+        (rome, False, True),  # said at the same instant: in id order
+        (oslo, False, True),
+    ]
+    assert answer.lines[0].line.endswith(
+        "CURRENT: replaces line 2 (said 2026-03-01 at 09:00) and line 3 (said 2026-03-01 at 09:00)]"
+    )
+    # a successor not in use is never brought back: what it replaced stands again
+    applied(push(service, phone, ops.simple("dont_use", turin)))
+    lines = recall(service, phone, "Do I live in Rome?").lines
+    assert turin not in [x.record_id for x in lines]
+    assert [(x.record_id, x.outdated, x.current) for x in lines][:1] == [(rome, False, False)]
+
+
+def test_the_cloud_index_holds_a_follow_ups_context_words(service: CloudService) -> None:
+    (phone,) = new_user(service, "ada", "phone")
+    key = service.vault.search_key(phone.space_id)
+    content = RecordContent(
+        text="No wait, it's on the 17th.",
+        source_episode_ids=["ep_0000000001"],
+        context_text="The school play is on the 7th.",
+    )
+    terms = set(blinded_terms(content, key))
+    assert set(lexical.blind_all(lexical.terms("school play"), key)) <= terms
+    bare = content.model_copy(update={"context_text": None})
+    assert not set(lexical.blind_all(lexical.terms("school play"), key)) & set(
+        blinded_terms(bare, key)
+    )
 
 
 # --- forgetting ---------------------------------------------------------------------------

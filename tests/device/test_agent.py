@@ -102,7 +102,8 @@ def test_recall_by_word_with_dated_quote(make_agent: MakeAgent) -> None:
     [hit] = agent.recall("Where did I grow up? duluth")
     assert hit.record_id == duluth and hit.epistemic_state == "said"
     assert hit.line == (
-        'On 2026-03-01 you wrote: "I grew up in Duluth."  [personal_fact | said | You told me]'
+        'On 2026-03-01 at 09:30 you wrote: "I grew up in Duluth."  '
+        "[personal_fact | said | You told me]"
     )
     assert agent.recall("nothing matches this") == []
     assert agent.recall("the I") == []  # stop words alone match nothing

@@ -6,8 +6,21 @@ from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
 
+from device import effects, search, store
+from device.agent import DeviceAgent
 from device.views import RecallHit
-from protocol.model import EpistemicState, LifeArea, SourceKind, TimeKind
+from protocol.model import (
+    ContentType,
+    EpistemicState,
+    LifeArea,
+    LifecycleState,
+    RecordContent,
+    RelationNote,
+    SourceKind,
+    StatementRelation,
+    TimeKind,
+)
+from protocol.rules import CreateRecord, Effect, FlagSuperseded
 from tests.device.conftest import MakeAgent, TickingClock
 from tests.device.test_memory_ops import observed, told
 
@@ -42,7 +55,8 @@ def test_newer_statement_on_same_subject_wins_without_correct(make_agent: MakeAg
         ("I drink my coffee hot now.", True, False),
         ("I drink my coffee iced.", False, True),
     ]
-    assert "CURRENT" in hits[0].line and "OUTDATED" in hits[1].line
+    assert hits[0].line.endswith("| CURRENT: replaces line 2 (said 2026-03-01 at 09:30)]")
+    assert hits[1].line.endswith("| OUTDATED: replaced by line 1]")
     assert hits[1].pulled_in_by == hot
     views = {v.record_id: v for v in agent.what_do_you_know()}
     assert views[iced].superseded_by == hot and views[iced].lifecycle == "active"
@@ -81,7 +95,8 @@ def test_conflict_retrieved_together_and_flagged(make_agent: MakeAgent) -> None:
     hits = agent.recall("Berlin")
     assert [(h.record_id, h.conflict) for h in hits] == [(said, True), (calendar, True)]
     assert hits[1].pulled_in_by == said
-    assert all("CONFLICT: another record disagrees" in h.line for h in hits)
+    assert hits[0].line.endswith("| CONFLICT: disagrees with line 2]")
+    assert hits[1].line.endswith("| CONFLICT: disagrees with line 1]")
     views = {v.record_id: v for v in agent.what_do_you_know()}
     assert views[said].conflicts_with == (calendar,) and views[calendar].conflicts_with == (said,)
     assert "conflicts with 1 other record" in agent.explain(said)
@@ -202,3 +217,128 @@ def test_what_do_you_know_lists_everything(make_agent: MakeAgent) -> None:
     assert views[inferred].epistemic_state == "inferred" and views[inferred].in_use
     assert views[gone].is_skeleton and views[gone].text is None
     assert views[gone].content_type is None and views[gone].source_kind is None
+
+
+# --- the current statement, found by the outdated one's words (issue 17) -------------------
+
+ROME, OSLO = "I live in Rome.", "Actually, we moved, it's Oslo now."
+
+
+def test_the_old_words_find_the_current_statement_first(make_agent: MakeAgent) -> None:
+    agent = make_agent()
+    rome = told(agent, ROME, subject="where I live")
+    oslo = told(agent, OSLO, "c2", subject="where I live")
+    assert {v.record_id: v.superseded_by for v in agent.what_do_you_know()}[rome] == oslo
+    for query in ("Where do I live?", "Do I live in Rome?"):
+        hits = agent.recall(query)
+        assert [(h.record_id, h.current, h.outdated) for h in hits] == [
+            (oslo, True, False),
+            (rome, False, True),
+        ], query
+        assert hits[0].line == (
+            f'On 2026-03-01 at 09:30 you wrote: "{OSLO}"  '
+            "[personal_fact | said | You told me | CURRENT: replaces line 2 "
+            "(said 2026-03-01 at 09:30)]"
+        )
+        assert hits[1].line == (
+            f'On 2026-03-01 at 09:30 you wrote: "{ROME}"  '
+            "[personal_fact | said | You told me | OUTDATED: replaced by line 1]"
+        )
+        assert hits[0].rank > 0 and hits[1].pulled_in_by == oslo
+    # the block a model reads says which is current without comparing dates
+    block = agent.retrieve("Where do I live?").block
+    assert "1. On 2026-03-01 at 09:30 you wrote" in block and "CURRENT: replaces line 2" in block
+    assert (
+        "2. On 2026-03-01 at 09:30 you wrote" in block and "OUTDATED: replaced by line 1" in block
+    )
+    # a successor that is not in use re-activates nothing: the old statement stands again
+    agent.dont_use(oslo)
+    assert [(h.record_id, h.current, h.outdated) for h in agent.recall("Where do I live?")] == [
+        (rome, False, False)
+    ]
+
+
+def create(agent: DeviceAgent, record_id: str, content: RecordContent, *more: Effect) -> str:
+    """Write a record the way the rules' effects do, for content no operation makes yet
+    (a context sentence, relation notes: the relation engine will fill them)."""
+    db = agent._debug_db()
+    ctx = effects.Context(db, agent.random_bytes, agent.now(), store.get_meta(db).binding_space)
+    with db.atomic():
+        for effect in (CreateRecord(record_id, 1, LifecycleState.ACTIVE, content), *more):
+            effects.perform(ctx, None, effect)  # type: ignore[arg-type]
+    return record_id
+
+
+PLAY, WAIT = "The school play is on the 7th.", "No wait, it's on the 17th."
+
+
+def test_a_follow_up_is_found_by_its_context_and_shown_with_both_sentences(
+    make_agent: MakeAgent,
+) -> None:
+    clock = TickingClock()
+    agent = make_agent(clock=clock)
+    told(agent, "I drink my coffee iced.")
+    play = agent.say(PLAY, "c1")
+    play_at = clock.now - timedelta(seconds=1)
+    clock.now += timedelta(minutes=2)
+    wait = agent.say(WAIT, "c1")
+    wait_at = clock.now - timedelta(seconds=1)
+    record = create(
+        agent,
+        "rec_00000000000000000000000017",
+        RecordContent(
+            text=WAIT,
+            content_type=ContentType.EVENT,
+            source_episode_ids=[wait, play],
+            conversation_id="c1",
+            said_at=wait_at,
+            context_text=PLAY,
+            context_said_at=play_at,
+        ),
+    )
+    [hit] = agent.recall("When is the school play?")
+    assert hit.record_id == record and hit.text == WAIT
+    assert hit.lexical > 0  # its context's words are its words (protocol searchable_text)
+    assert record in search.lexical_hits(agent._debug_db(), "school play")
+    assert hit.line == (
+        f'On 2026-03-01 at 09:30 you wrote: "{PLAY}" then at 09:32: "No wait, it\'s on the 17th."'
+        "  [event | said | You told me]"
+    )
+    assert [h.record_id for h in agent.recall("school play")] == [record]  # by its words too
+
+
+def test_explain_says_what_a_correction_replaced_and_what_replaced_the_old(
+    make_agent: MakeAgent,
+) -> None:
+    clock = TickingClock()
+    agent = make_agent(clock=clock)
+    rome = told(agent, ROME)
+    clock.now += timedelta(hours=5, minutes=3)
+    episode = agent.say(OSLO, "c2")
+    said = clock.now - timedelta(seconds=1)
+    note = RelationNote(
+        kind=StatementRelation.CORRECTION, record_id=rome, evidence="same subject: home", at=said
+    )
+    oslo = create(
+        agent,
+        "rec_00000000000000000000000002",
+        RecordContent(text=OSLO, source_episode_ids=[episode], said_at=said, relations=[note]),
+        FlagSuperseded(rome, "rec_00000000000000000000000002"),
+    )
+    assert agent.explain(oslo) == (
+        f'You told me so: on 2026-03-01 you wrote: "{OSLO}". Confidence: You told me. '
+        f'You corrected this on 2026-03-01 at 14:33: "{OSLO}" replaces "{ROME}" '
+        "(same subject: home)."
+    )
+    assert agent.explain(rome).endswith(
+        "You said something newer on the same subject on 2026-03-01 at 14:33: "
+        f'"{OSLO}" replaces it, so I use that instead.'
+    )
+    assert [(h.record_id, h.current, h.outdated) for h in agent.recall("Where do I live?")] == [
+        (oslo, True, False),
+        (rome, False, True),
+    ]
+    agent.forget_permanently(rome)
+    after = agent.explain(oslo)
+    assert "replaces a record that was permanently forgotten" in after and "Rome" not in after
+    assert [h.record_id for h in agent.recall("Where do I live? Rome Oslo")] == [oslo]

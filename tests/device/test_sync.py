@@ -71,7 +71,8 @@ def test_push_drains_queue_with_receipts_and_another_device_pulls(
     [hit] = laptop.recall("duluth")
     assert hit.record_id == record
     assert hit.line == (
-        'On 2026-03-01 you wrote: "I grew up in Duluth."  [personal_fact | said | You told me]'
+        'On 2026-03-01 at 09:30 you wrote: "I grew up in Duluth."  '
+        "[personal_fact | said | You told me]"
     )
     assert laptop.list_records()[0].sync_state == "synced"
     # the pulled episode backs a local "said" check on the laptop too

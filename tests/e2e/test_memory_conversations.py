@@ -97,8 +97,9 @@ def test_newer_statement_wins_without_an_explicit_correction(pair) -> None:  # t
     for handle in (phone, laptop):
         lines = _lines(handle, "coffee")
         # the newer record is current; the one it replaced comes back beside it, outdated
-        assert len(lines) == 2 and "hot now" in lines[0] and "CURRENT" in lines[0]
-        assert "iced" in lines[1] and "OUTDATED: you said something newer" in lines[1]
+        assert len(lines) == 2 and "hot now" in lines[0]
+        assert "| CURRENT: replaces line 2 (said 2026-" in lines[0]
+        assert "iced" in lines[1] and lines[1].endswith("| OUTDATED: replaced by line 1]")
         known = {v.text: v for v in handle.agent.what_do_you_know() if v.text}
         assert known["I drink my coffee iced."].superseded_by_record is not None
 

@@ -20,7 +20,7 @@ from protocol.model import (
     SourceKind,
     TimeKind,
 )
-from protocol.retrieval import pipeline, steps
+from protocol.retrieval import pipeline, searchable_text, steps
 from protocol.retrieval.block import marked, present
 from protocol.retrieval.question import is_factual_question
 from protocol.retrieval.steps import (
@@ -282,8 +282,182 @@ def test_conflicting_records_come_back_together_and_outdated_ones_beside_the_new
     )
     by_id = {line.record_id: line for line in coffee.lines}
     assert [line.record_id for line in coffee.lines] == ["rec_00000003", "rec_00000004"]
-    assert by_id["rec_00000003"].current and "CURRENT" in by_id["rec_00000003"].line
-    assert by_id["rec_00000004"].outdated and "OUTDATED" in by_id["rec_00000004"].line
+    assert by_id["rec_00000003"].current
+    assert "| CURRENT: replaces line 2 (said 2026-11-29 at 12:00)]" in by_id["rec_00000003"].line
+    assert by_id["rec_00000004"].outdated
+    assert "| OUTDATED: replaced by line 1]" in by_id["rec_00000004"].line
+    berlin = present(only_berlin)
+    assert [line.line.rsplit("| ", 1)[1] for line in berlin.lines] == [
+        "CONFLICT: disagrees with line 2]",
+        "CONFLICT: disagrees with line 1]",
+    ]
+    assert all(line.conflict for line in berlin.lines)
+
+
+# --- a chain of statements: the current one is found by the old one's words ----------
+
+ROME, OSLO = "I live in Rome.", "Actually, we moved, it's Oslo now."
+JULY, DECEMBER = datetime(2026, 7, 1, 9, 5, tzinfo=UTC), datetime(2026, 11, 29, 11, 58, tzinfo=UTC)
+
+
+def chain(*, successor: dict[str, object] | None = None) -> list[Candidate]:
+    """rec 1 "I live in Rome." (July), replaced by rec 2, the correction (November)."""
+    return [
+        rec(1, ROME, superseded_by="rec_00000002", said_on=JULY, learned=JULY),
+        rec(2, OSLO, supersedes=("rec_00000001",), said_on=DECEMBER, **(successor or {})),
+    ]
+
+
+def where(cands: list[Candidate], hits: SearchHits, **kw: object) -> steps.Selected:
+    return smallest_subset(
+        rank(search(first_four(task(query="Where do I live?", **kw), cands), hits))
+    )
+
+
+def test_a_hit_on_an_outdated_record_brings_its_current_statement_first() -> None:
+    # only the old words match: the correction itself is no hit at all
+    hits = SearchHits(vector={"rec_00000001": 0.8, "rec_00000002": 0.1})
+    chosen = where(chain(), hits)
+    assert [(h.record_id, h.outdated) for h in chosen.scored] == [
+        ("rec_00000002", False),
+        ("rec_00000001", True),
+    ]
+    current, old = chosen.scored
+    assert current.via == ("rec_00000001", Relation.SUPERSEDES)
+    assert current.found_by == (("rec_00000001", 0.8),) and old.pulled_in_by == "rec_00000002"
+    # ranked at least as high as the hit that found it would have been
+    ranked = rank(search(first_four(task(query="Where do I live?"), chain()), hits))
+    rome = chain()[0]
+    assert ranked.scored[0].score >= 0.8 * steps.weight(rome, ranked.task)
+    block = present(chosen)
+    labels = "[personal_fact | said | You told me | "
+    assert [line.line for line in block.lines] == [
+        f'On 2026-11-29 at 11:58 you wrote: "{OSLO}"  '
+        f"{labels}CURRENT: replaces line 2 (said 2026-07-01 at 09:05)]",
+        f'On 2026-07-01 at 09:05 you wrote: "{ROME}"  {labels}OUTDATED: replaced by line 1]',
+    ]
+    assert [(line.current, line.outdated) for line in block.lines] == [(True, False), (False, True)]
+
+
+def test_the_smallest_subset_never_cuts_the_current_statement_of_a_hit_chain() -> None:
+    cands = [*chain(), rec(3, "My sister lives in Lisbon.")]
+    # today's correction scores low on its own words, far below the cut of the best hit
+    hits = SearchHits(vector={"rec_00000001": 0.9, "rec_00000002": 0.32, "rec_00000003": 0.6})
+    assert [(h.record_id, h.outdated) for h in where(cands, hits).scored] == [
+        ("rec_00000002", False),
+        ("rec_00000001", True),
+    ]
+    one = where(cands, hits, limit=1)
+    assert [h.record_id for h in one.scored] == ["rec_00000002", "rec_00000001"]
+    # the current statement's own hit keeps its words' scores, at the old hit's relevance
+    [current] = [h for h in where(cands, hits).scored if h.record_id == "rec_00000002"]
+    assert current.relevance == 0.9 and current.vector == 0.32 and current.via is None
+
+
+def test_a_chain_is_walked_to_its_current_statement() -> None:
+    march = datetime(2026, 3, 2, 8, 0, tzinfo=UTC)
+    cands = [
+        rec(1, "I live in Rome.", superseded_by="rec_00000002", said_on=march, learned=march),
+        rec(
+            2, "I live in Turin now.", superseded_by="rec_00000003", supersedes=("rec_00000001",),
+            said_on=JULY, learned=JULY,
+        ),
+        rec(3, OSLO, supersedes=("rec_00000002",), said_on=DECEMBER),
+    ]  # fmt: skip
+    block = present(where(cands, SearchHits(vector={"rec_00000001": 0.8})))
+    assert [line.record_id for line in block.lines] == [
+        "rec_00000003", "rec_00000002", "rec_00000001",
+    ]  # fmt: skip
+    assert [line.line.split("| ")[-1] for line in block.lines] == [
+        "CURRENT: replaces line 2 (said 2026-07-01 at 09:05) "
+        "and line 3 (said 2026-03-02 at 08:00)]",
+        "OUTDATED: replaced by line 1]",
+        "OUTDATED: replaced by line 2; line 1 is current]",
+    ]
+
+
+def test_an_outdated_inference_is_never_dated_as_something_the_user_said() -> None:
+    cands = chain()
+    old = cands[0]
+    assert old.content is not None
+    inferred = old.content.model_copy(update={"epistemic_state": EpistemicState.INFERRED})
+    fields = {f: getattr(old, f) for f in old.__dataclass_fields__}
+    cands[0] = Candidate(**{**fields, "content": inferred})
+    current, outdated = present(where(cands, SearchHits(vector={"rec_00000001": 0.8}))).lines
+    assert current.line.endswith("| CURRENT: replaces line 2 (recorded 2026-07-01 at 09:05)]")
+    assert outdated.line.startswith(f"[inferred, not your words] {ROME}  [")
+    assert "you wrote" not in outdated.line and '"' not in outdated.line
+
+
+@pytest.mark.parametrize(
+    "successor, refused, allowed",
+    [
+        ({"sensitivity": Sensitivity.HEALTH}, {}, {"consents": frozenset({Sensitivity.HEALTH})}),
+        ({"areas": (LifeArea.WORK,)}, {"area": LifeArea.HOME}, {"area": LifeArea.WORK}),
+        ({"usage_area": LifeArea.WORK}, {}, {"area": LifeArea.WORK}),
+        ({"kind": ContentType.OPINION}, {"factual": True}, {"factual": False}),
+    ],
+)
+def test_an_outdated_hit_brings_nothing_when_its_successor_fails_steps_one_to_four(
+    successor: dict[str, object], refused: dict[str, object], allowed: dict[str, object]
+) -> None:
+    hits = SearchHits(vector={"rec_00000001": 0.8})
+    assert where(chain(successor=successor), hits, **refused).scored == ()
+    shown = where(chain(successor=successor), hits, **allowed)
+    assert [h.record_id for h in shown.scored] == ["rec_00000002", "rec_00000001"]
+
+
+def test_an_outdated_record_whose_successor_is_not_in_use_is_never_reactivated() -> None:
+    for lifecycle in (LifecycleState.NOT_IN_USE, LifecycleState.CANDIDATE):
+        cands = chain(successor={"lifecycle": lifecycle})
+        assert where(cands, SearchHits(vector={"rec_00000001": 0.8})).scored == ()
+
+
+def test_a_conflict_partner_is_never_cut() -> None:
+    cands = [
+        rec(1, "I live in Berlin.", conflicts_with=("rec_00000002",)),
+        rec(2, "I live in Munich.", conflicts_with=("rec_00000001",)),
+        rec(3, "I work in Berlin."),
+    ]
+    hits = SearchHits(vector={"rec_00000001": 0.9, "rec_00000002": 0.31, "rec_00000003": 0.89})
+    for limit in (1, 2, 5):
+        chosen = [h.record_id for h in where(cands, hits, limit=limit).scored]
+        assert chosen[:2] == ["rec_00000001", "rec_00000002"], limit
+
+
+# --- context: a follow-up shown and found with the sentence that gave it its subject --
+
+PLAY, WAIT = "The school play is on the 7th.", "No wait, it's on the 17th."
+
+
+def with_context(n: int, state: EpistemicState = EpistemicState.SAID) -> Candidate:
+    c = rec(n, WAIT, state=state, said_on=datetime(2026, 11, 29, 11, 3, tzinfo=UTC))
+    assert c.content is not None
+    content = c.content.model_copy(
+        update={"context_text": PLAY, "context_said_at": datetime(2026, 11, 29, 11, 2, tzinfo=UTC)}
+    )
+    return Candidate(**{**{f: getattr(c, f) for f in c.__dataclass_fields__}, "content": content})
+
+
+def test_the_searchable_text_holds_the_context_sentence() -> None:
+    c = with_context(1)
+    assert c.content is not None and searchable_text(c.content) == f"{PLAY} {WAIT}"
+    assert rec(2).content is not None and searchable_text(rec(2).content) == "I grew up in Duluth."  # type: ignore[arg-type]
+
+
+def test_a_follow_up_is_presented_with_its_context_both_dated_to_the_minute() -> None:
+    def line(c: Candidate) -> str:
+        hits = SearchHits(vector={c.record_id: 0.9})
+        [only] = pipeline.retrieve(task(query="When is the school play?"), [c], hits).lines
+        return only.line
+
+    assert line(with_context(1)) == (
+        f'On 2026-11-29 at 11:02 you wrote: "{PLAY}" then at 11:03: "No wait, it\'s on the 17th."'
+        "  [personal_fact | said | You told me]"
+    )
+    inferred = line(with_context(2, EpistemicState.INFERRED))
+    assert inferred.startswith(f"[inferred, not your words] {WAIT} (following: {PLAY})  [")
+    assert '"' not in inferred
 
 
 # --- 8. presentation ----------------------------------------------------------------
@@ -303,7 +477,7 @@ def test_every_line_is_labelled_and_only_said_lines_are_quoted() -> None:
         SearchHits(vector={"rec_00000001": 0.9, "rec_00000002": 0.9}),
     )
     lines = {line.record_id: line for line in block.lines}
-    assert 'On 2026-11-29 you wrote: "I grew up in Duluth."' in lines["rec_00000001"].line
+    assert 'On 2026-11-29 at 12:00 you wrote: "I grew up in Duluth."' in lines["rec_00000001"].line
     assert "[personal_fact | said | You told me]" in lines["rec_00000001"].line
     assert "you wrote" not in lines["rec_00000002"].line
     assert "[inferred, not your words]" in lines["rec_00000002"].line
@@ -435,3 +609,73 @@ def test_nothing_returned_fails_steps_one_to_four(
         assert c.content.epistemic_state is not EpistemicState.INVALID
         assert steps.in_task_area(c, t) and steps.usable(c, t) and steps.cleared(c, t)
         assert not (factual and c.content.content_type is ContentType.OPINION)
+
+
+@st.composite
+def chains(draw: st.DrawFn) -> list[Candidate]:
+    """Records some of which replace others (each older record names one successor)."""
+    n = draw(st.integers(2, 8))
+    successor = {
+        i: draw(st.none() | st.integers(i + 1, n)) if i < n else None for i in range(1, n + 1)
+    }
+    out = []
+    for i in range(1, n + 1):
+        nxt = successor[i]
+        out.append(
+            rec(
+                i,
+                f"Record number {i} about Duluth.",
+                lifecycle=draw(st.sampled_from([LifecycleState.ACTIVE, LifecycleState.NOT_IN_USE])),
+                sensitivity=draw(st.sampled_from([Sensitivity.NORMAL, Sensitivity.HEALTH])),
+                said_on=NOW - timedelta(days=n - i),
+                superseded_by=None if nxt is None else f"rec_{nxt:08d}",
+                supersedes=tuple(f"rec_{j:08d}" for j, k in successor.items() if k == i),
+                conflicts_with=tuple(
+                    f"rec_{j:08d}" for j in draw(st.sets(st.integers(1, n), max_size=2)) if j != i
+                ),
+            )
+        )
+    return out
+
+
+@given(
+    chains(),
+    st.dictionaries(st.integers(1, 8).map(lambda i: f"rec_{i:08d}"), st.floats(0, 1)),
+    st.integers(1, 4),
+)
+def test_an_outdated_line_only_ever_follows_its_chains_current_statement(
+    cands: list[Candidate], vector: dict[str, float], limit: int
+) -> None:
+    t = task(limit=limit)
+    result = pipeline.retrieve(t, cands, SearchHits(vector=vector))
+    by_id = {c.record_id: c for c in cands}
+    filtered = first_four(t, cands)
+    eligible = filtered.by_id()
+    outdated = {c.record_id: c for c in filtered.outdated}
+    position = {line.record_id: i for i, line in enumerate(result.lines)}
+    for i, line in enumerate(result.lines):
+        c = by_id[line.record_id]
+        assert steps.usable(c, t) and steps.cleared(c, t)  # nothing re-activated
+        if line.outdated:
+            current = steps.current_of(c, eligible, outdated)
+            assert current is not None and line.pulled_in_by == current.record_id
+            assert (
+                position[current.record_id] < i
+                and not result.lines[position[current.record_id]].outdated
+            )
+            assert "OUTDATED: replaced by line" in line.line
+        else:
+            assert c.superseded_by is None or c.superseded_by not in eligible | outdated
+            for other in c.conflicts_with:  # conflicts come together
+                if other in eligible:
+                    assert other in position
+    for old, score in vector.items():  # an outdated hit's current statement is never cut
+        c = by_id.get(old)
+        if c is None or old not in outdated or score < steps.RELEVANCE_FLOOR:
+            continue
+        current = steps.current_of(c, eligible, outdated)
+        if current is None:
+            continue
+        others = [v for k, v in vector.items() if k not in (old, current.record_id)]
+        if all(score > v for v in others):  # the best hit: its current statement comes first
+            assert result.lines[0].record_id == current.record_id and old in position
