@@ -4,15 +4,21 @@ consolidator has run, on both record stores; a restatement typed later comes bac
 
 from __future__ import annotations
 
+import itertools
+
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 from sqlalchemy import select
 
 from cloud.consolidator.worker import Outcome
 from cloud.service import CloudService
 from cloud.store import schema as t
+from protocol.consolidation.accounted import words_of
 from protocol.detection import Detector
+from protocol.operations import ReceiptStatus
 from tests.cloud import test_consolidator as base
-from tests.cloud.conftest import Device, applied, push
-from tests.cloud.test_consolidator import Work, contents, items, worker
+from tests.cloud.conftest import Device, applied, new_user, push
+from tests.cloud.test_consolidator import Work, catch_up, contents, items, worker
 
 # the consolidator tests' fixtures
 detector = base.detector
@@ -247,3 +253,87 @@ def test_the_history_index_keeps_every_version_and_goes_with_a_forget(
     assert not any("rome" in tok.lower() or "ep_" in tok for tok in tokens)
     applied(push(service, phone, work.forget("rec_rome0012")))
     assert rows() == []
+
+
+# --- the property ------------------------------------------------------------------------
+
+POOL = (ROME, MILAN, "I am vegan.", "I play the piano.", "I drink my coffee black.")
+_users = itertools.count(1)
+
+Step = tuple[str, int, int]  # (control, record index, episode index)
+steps = st.lists(
+    st.tuples(
+        st.sampled_from(["remember", "correct", "dont_use", "use_again", "forget"]),
+        st.integers(0, 2),
+        st.integers(0, 5),
+    ),
+    max_size=10,
+)
+
+
+@settings(
+    max_examples=25,
+    deadline=None,
+    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
+)
+@given(
+    said=st.lists(st.integers(0, len(POOL) - 1), min_size=1, max_size=6),
+    controls=steps,
+    runs=st.integers(1, 2),
+)
+def test_consolidation_never_changes_what_a_control_decided(
+    service: CloudService, detector: Detector, said: list[int], controls: list[Step], runs: int
+) -> None:
+    """Whatever the user said, remembered, corrected, retracted, used again or forgot
+    before the session ended, consolidating that session (once or twice) leaves every
+    controlled record's lifecycle and current text as the control left it, and makes no
+    record with a controlled record's words from the same episode, nor any record with
+    a forgotten record's words."""
+    work = Work()
+    n = next(_users)
+    phone, laptop = new_user(service, f"prop{n}", "phone", "laptop")
+    episodes = [f"ep_p{n:04d}e{i:03d}" for i in range(len(said))]
+    for episode, sentence in zip(episodes, said, strict=True):
+        applied(push(service, phone, work.episode(episode, POOL[sentence]), work.mark(episode, 0)))
+    records = [f"rec_p{n:05d}r{i}" for i in range(4)]
+    controlled: set[str] = set()
+    had: dict[str, set[tuple[str, str]]] = {r: set() for r in records}  # (words, episode)
+    forgotten: set[str] = set()  # the words of every record forgotten
+    for control, r, e in controls:
+        record, episode = records[r], episodes[e % len(episodes)]
+        text = POOL[said[e % len(episodes)]]
+        if control == "remember":
+            op = work.remember(record, text, [episode])
+        elif control == "correct":
+            op = work.correct(record, text, [episode])
+        elif control == "forget":
+            op = work.forget(record)
+        else:
+            op = work.simple(control, record)
+        receipt = push(service, phone, op).receipts[0]
+        if receipt.status is not ReceiptStatus.APPLIED:
+            continue
+        if control in ("remember", "correct"):
+            had[record].add((words_of(text), episode))
+        if control != "remember":
+            controlled.add(record)
+        if control == "forget":
+            forgotten |= {words for words, _ in had[record]}
+        catch_up(service, phone)
+    applied(push(service, phone, work.end()))
+    before = contents(service, laptop)
+    said_words = {pair for record in controlled for pair in had[record]}
+    for _ in range(runs):
+        worker(service, detector).run_session_end()
+    after = contents(service, laptop)
+    for rid in controlled:
+        old = before.get(rid)
+        new = after.get(rid)
+        assert (old and (old[0], old[1].text)) == (new and (new[0], new[1].text)), rid
+    for rid, (_life, content) in after.items():
+        if rid in before:
+            continue
+        words = words_of(content.text)
+        assert words not in forgotten, (rid, content.text)
+        for episode in content.source_episode_ids:
+            assert (words, episode) not in said_words, (rid, content.text)
