@@ -160,6 +160,10 @@ class EffectWriter:
             row = self.s.record(self.space_id, record_id)
             if row is None or row.lifecycle == FORGOTTEN:
                 continue
+            if "created" not in kinds:
+                # a record older than the history index gets the keys of all its
+                # versions the first time it changes (insert-only: repeats are no-ops)
+                self._index_history(record_id)
             seq = self.s.allocate_seq(self.space_id)
             self._state(record_id, state_seq=seq)
             self.change(seq, "record_state", record_id=record_id)
@@ -253,9 +257,7 @@ class EffectWriter:
         s.set_subject_tokens(space, record_id, [self.vault.subject_token(space, k) for k in keys])
         # the history index keeps every version's keys (its own prefixes keep them apart
         # from the subject keys under the same HMAC key); only a forget removes them
-        history = accounted.history_keys(content.text, content.source_episode_ids)
-        tokens = [self.vault.subject_token(space, k) for k in history]
-        s.add_history_tokens(space, record_id, tokens)
+        s.add_history_tokens(space, record_id, self._history_tokens(content))
         s.add_derivations(
             space,
             (
@@ -263,6 +265,29 @@ class EffectWriter:
                 for position, parent in enumerate(content.derived_from)
             ),
         )
+
+    def _history_tokens(self, content: RecordContent) -> list[str]:
+        keys = accounted.history_keys(content.text, content.source_episode_ids)
+        return [self.vault.subject_token(self.space_id, k) for k in keys]
+
+    def _index_history(self, record_id: str) -> None:
+        """The history keys of every version of the record (``accounted.history_keys``)."""
+        s, space = self.s, self.space_id
+        tokens: list[str] = []
+        for version in s.versions(space, record_id):
+            content = self.vault.open(
+                s,
+                space,
+                "record",
+                record_id,
+                version.version,
+                version.key_id,
+                version.sealed_content,
+                RecordContent,
+            )
+            if content is not None:
+                tokens += self._history_tokens(content)
+        s.add_history_tokens(space, record_id, tokens)
 
     def _artifact(self, op: AddArtifact, effect: CreateArtifact) -> None:
         s, space = self.s, self.space_id

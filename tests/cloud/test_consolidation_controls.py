@@ -8,7 +8,7 @@ import itertools
 
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from sqlalchemy import select
+from sqlalchemy import delete, select
 
 from cloud.consolidator.worker import Outcome
 from cloud.service import CloudService
@@ -253,6 +253,32 @@ def test_the_history_index_keeps_every_version_and_goes_with_a_forget(
     assert not any("rome" in tok.lower() or "ep_" in tok for tok in tokens)
     applied(push(service, phone, work.forget("rec_rome0012")))
     assert rows() == []
+
+
+def test_a_record_older_than_the_history_index_is_indexed_by_its_next_control(
+    service: CloudService, detector: Detector, work: Work, user: tuple[Device, Device]
+) -> None:
+    phone, laptop = user
+    applied(
+        push(
+            service,
+            phone,
+            work.episode("ep_rome000013", ROME),
+            work.mark("ep_rome000013", 0),
+            work.remember("rec_rome0013", ROME, ["ep_rome000013"]),
+            work.episode("ep_milan00013", MILAN),
+            work.correct("rec_rome0013", MILAN, ["ep_milan00013"]),
+        )
+    )
+    c = t.history_index.c
+    with service.store.engine.begin() as conn:  # as if written before migration 13
+        conn.execute(delete(t.history_index).where(c.record_id == "rec_rome0013"))
+    applied(push(service, phone, work.simple("dont_use", "rec_rome0013"), work.end()))
+    with service.store.engine.connect() as conn:
+        rows = conn.execute(select(c.token).where(c.record_id == "rec_rome0013")).all()
+    assert len(rows) == 4  # both versions' words and episodes
+    assert worker(service, detector).run_session_end().written == []
+    assert texts(service, laptop) == [("rec_rome0013", "not_in_use", MILAN)]
 
 
 # --- the property ------------------------------------------------------------------------
