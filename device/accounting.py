@@ -9,22 +9,27 @@ Invariants:
 - The device holds a subset and has no history index: ``Histories`` opens the device's
   records once per end of session (only when a device-only candidate waits) and is kept
   up to date with what that session's consolidation writes. Forgotten records are
-  shredded here, so they are never found; their episodes' candidates went with them.
+  shredded here, so they are never found; their episodes' candidates went with them,
+  and the forget drops the waiting candidates with their words
+  (``drop_candidates_saying``, called by ``device/effects.py``).
 - Positions are device-clock times in microseconds: the episode's ``typed_at`` and the
   ``at`` of the record's state history (``record_events``); reading never writes.
 """
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from contextlib import suppress
 from datetime import datetime
 from typing import Any
 
-from device import catalog, store
+from device import candidates, catalog, store
 from device.db import Database
+from device.facts import episode_facts
 from protocol.consolidation import accounted
 from protocol.errors import SealError
 from protocol.model import LifecycleState
+from protocol.sentences import split_sentences
 
 
 def position(at: datetime | str) -> int:
@@ -82,3 +87,31 @@ class Histories:
         found = None if row is None else history(self.db, row)
         if found is not None:
             self._load()[record_id] = found
+
+
+def words_of_records(db: Database, record_ids: Iterable[str]) -> set[str]:
+    """The words of every version of these records that still opens (before a forget)."""
+    words: set[str] = set()
+    for record_id in record_ids:
+        for version in store.versions_of(db, record_id):
+            with suppress(LookupError, SealError):
+                words.add(accounted.words_of(store.open_version(db, version).text))
+    return words
+
+
+def drop_candidates_saying(db: Database, words: set[str]) -> None:
+    """A forget also drops the waiting candidates with the forgotten words: they were
+    typed before it, and consolidating them would bring the words back (a sentence
+    typed after the forget is a new statement). Inside the forget's transaction."""
+    if not words:
+        return
+    for row in candidates.waiting(db):
+        episode = episode_facts(db, row.episode_id)
+        if episode is None:
+            continue
+        sentences = split_sentences(episode.text) or [episode.text]
+        if row.sentence < len(sentences) and accounted.words_of(sentences[row.sentence]) in words:
+            db.execute(
+                "DELETE FROM candidates WHERE episode_id = ? AND sentence = ?",
+                (row.episode_id, row.sentence),
+            )

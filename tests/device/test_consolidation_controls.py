@@ -67,3 +67,20 @@ def test_the_same_words_twice_in_one_session_make_one_record(make_agent: MakeAge
     agent.say_detected(f"Yes. {MORNING}", "c1")
     assert len(agent.end_session("c1")[1:]) == 1
     assert kept(agent) == [("candidate", MORNING)]
+
+
+def test_a_forget_before_the_end_of_session_stays_forgotten(make_agent: MakeAgent) -> None:
+    agent = health_agent(make_agent)
+    earlier = agent.say_detected(MORNING, "c0")  # the same words, in a chat still open
+    agent.say_detected(MORNING, "c1")
+    record = agent.remember(MORNING, "c1").record_id
+    assert record is not None
+    agent.forget_permanently(record)
+    assert agent.end_session("c1")[1:] == []
+    db = agent._debug_db()
+    assert db.all("SELECT * FROM candidates WHERE episode_id = ?", (earlier.episode_id,)) == []
+    assert agent.end_session("c0")[1:] == []
+    assert all(v.text is None for v in agent.what_do_you_know())  # the skeleton only
+    # said again after the forget, it is a new statement
+    agent.say_detected(MORNING, "c2")
+    assert len(agent.end_session("c2")[1:]) == 1
