@@ -19,7 +19,7 @@ from cloud.vault import Vault
 from protocol import subjects
 from protocol.consolidation import accounted
 from protocol.messages import EpisodeContent
-from protocol.model import LifecycleState, RecordContent
+from protocol.model import LifecycleState, RecordContent, SourceKind
 from protocol.operations import (
     AddArtifact,
     AddEpisode,
@@ -146,7 +146,10 @@ class FactsReader:
                 if content is not None:
                     versions.append(
                         accounted.VersionHistory(
-                            version.version, content.text, tuple(content.source_episode_ids)
+                            version.version,
+                            content.text,
+                            tuple(content.source_episode_ids),
+                            content.source_kind is SourceKind.USER_STATEMENT,
                         )
                     )
         decided = [

@@ -28,7 +28,7 @@ from device.db import Database
 from device.facts import episode_facts
 from protocol.consolidation import accounted
 from protocol.errors import SealError
-from protocol.model import LifecycleState
+from protocol.model import LifecycleState, SourceKind
 from protocol.sentences import split_sentences
 
 
@@ -49,7 +49,10 @@ def history(db: Database, row: Any) -> accounted.RecordHistory | None:
             content = store.open_version(db, version)
             versions.append(
                 accounted.VersionHistory(
-                    int(version["version"]), content.text, tuple(content.source_episode_ids)
+                    int(version["version"]),
+                    content.text,
+                    tuple(content.source_episode_ids),
+                    content.source_kind is SourceKind.USER_STATEMENT,
                 )
             )
     if not versions:

@@ -12,7 +12,9 @@ records it must be checked against are found without opening the space, and shor
 sentences ("I am vegan.") are found too (the subject index has no key for them).
 
 The rule (``accounted_for``). A candidate sentence S of episode E is accounted for by
-a found record R when some version of R has S's words and
+a found record R when some version of R in the user's own words (source kind
+``user_statement``: the same words from a web page or an inference are another
+source's, and never stand in for the user's) has S's words and
 
   (a) that version names E among its source episodes: the same episode's sentence was
       already made into R (by "remember this", an earlier consolidation, or a correction
@@ -70,6 +72,7 @@ class VersionHistory:
     version: int
     text: str
     episode_ids: tuple[str, ...]
+    users_words: bool = True  # source kind ``user_statement`` (else it never matches)
 
 
 @dataclass(frozen=True, slots=True)
@@ -107,7 +110,7 @@ def accounted_for(
     for history in sorted(histories, key=lambda h: h.record_id):
         if history.lifecycle is LifecycleState.FORGOTTEN or not history.versions:
             continue
-        matching = [v for v in history.versions if words_of(v.text) == wanted]
+        matching = [v for v in history.versions if v.users_words and words_of(v.text) == wanted]
         if not matching:
             continue
         same_episode = any(candidate.episode_id in v.episode_ids for v in matching)
@@ -148,4 +151,4 @@ def _verdict(candidate: CandidateSentence, history: RecordHistory, same_episode:
 
 def _first_with(history: RecordHistory, candidate: CandidateSentence) -> int:
     wanted = words_of(candidate.text)
-    return next(v.version for v in history.versions if words_of(v.text) == wanted)
+    return next(v.version for v in history.versions if v.users_words and words_of(v.text) == wanted)

@@ -77,3 +77,14 @@ def test_a_record_that_holds_the_words_is_preferred_and_forgotten_ones_are_skipp
 )
 def test_a_version_is_always_found_by_its_own_sentence(text: str, episode: str) -> None:
     assert set(lookup_keys(episode, text)) <= set(history_keys(text, [episode]))
+
+
+def test_another_sources_words_never_stand_in_for_the_users() -> None:
+    said = CandidateSentence("ep_1", "The museum opens at nine.", arrived_at=1)
+    web = RecordHistory(
+        "rec_w",
+        LifecycleState.CANDIDATE,
+        (VersionHistory(1, "The museum opens at nine.", ("ep_1",), users_words=False),),
+        5,
+    )
+    assert accounted_for(said, [web]) is None
