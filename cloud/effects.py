@@ -160,9 +160,9 @@ class EffectWriter:
             row = self.s.record(self.space_id, record_id)
             if row is None or row.lifecycle == FORGOTTEN:
                 continue
-            if "created" not in kinds:
+            if "created" not in kinds and not self.s.has_history(self.space_id, record_id):
                 # a record older than the history index gets the keys of all its
-                # versions the first time it changes (insert-only: repeats are no-ops)
+                # versions the first time it changes
                 self._index_history(record_id)
             seq = self.s.allocate_seq(self.space_id)
             self._state(record_id, state_seq=seq)
@@ -257,6 +257,8 @@ class EffectWriter:
         s.set_subject_tokens(space, record_id, [self.vault.subject_token(space, k) for k in keys])
         # the history index keeps every version's keys (its own prefixes keep them apart
         # from the subject keys under the same HMAC key); only a forget removes them
+        if create_as is None and not s.has_history(space, record_id):
+            self._index_history(record_id)  # older than the index: its earlier versions
         s.add_history_tokens(space, record_id, self._history_tokens(content))
         s.add_derivations(
             space,

@@ -230,6 +230,15 @@ class MemoryQueries:
             found.update(r[0] for r in rows)
         return sorted(found)
 
+    def has_history(self, space_id: str, record_id: str) -> bool:
+        """Whether the record has any history-index row (records older than migration
+        13 have none until they are backfilled)."""
+        c = t.history_index.c
+        found = self.conn.execute(
+            select(c.token).where(c.space_id == space_id, c.record_id == record_id).limit(1)
+        ).first()
+        return found is not None
+
     def episode_seq(self, space_id: str, episode_id: str) -> int | None:
         """Where the episode arrived in server order (its ``episode`` change, kept in the
         feed while the episode's key lives); None once it is gone."""

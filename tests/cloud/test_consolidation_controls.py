@@ -281,6 +281,38 @@ def test_a_record_older_than_the_history_index_is_indexed_by_its_next_control(
     assert texts(service, laptop) == [("rec_rome0013", "not_in_use", MILAN)]
 
 
+def test_a_record_older_than_the_history_index_keeps_its_old_words_when_corrected(
+    service: CloudService, detector: Detector, work: Work, user: tuple[Device, Device]
+) -> None:
+    phone, laptop = user
+    applied(
+        push(
+            service,
+            phone,
+            work.episode("ep_rome000014", ROME),
+            work.mark("ep_rome000014", 0),
+            work.remember("rec_rome0014", ROME, ["ep_rome000014"]),
+        )
+    )
+    c = t.history_index.c
+    with service.store.engine.begin() as conn:  # as if written before migration 13
+        conn.execute(delete(t.history_index).where(c.record_id == "rec_rome0014"))
+    applied(
+        push(
+            service,
+            phone,
+            work.episode("ep_milan00014", MILAN),
+            work.correct("rec_rome0014", MILAN, ["ep_milan00014"]),
+            work.end(),
+        )
+    )
+    with service.store.engine.connect() as conn:
+        rows = conn.execute(select(c.token).where(c.record_id == "rec_rome0014")).all()
+    assert len(rows) == 4  # the old version's words and episode too
+    assert worker(service, detector).run_session_end().written == []
+    assert texts(service, laptop) == [("rec_rome0014", "active", MILAN)]
+
+
 # --- the property ------------------------------------------------------------------------
 
 POOL = (ROME, MILAN, "I am vegan.", "I play the piano.", "I drink my coffee black.")
