@@ -10,7 +10,7 @@ Invariants:
 - A forget marks skeletons, writes one key-destruction event per record (its version
   keys, the source episodes it claims, the artifacts derived from it), marks every
   device holding any of those items pending, and drops the record's subject-index,
-  search-index (lexical and vector) and derivation rows; the keys themselves are
+  history-index, search-index (lexical and vector) and derivation rows; the keys themselves are
   destroyed after commit (``ensure_destroyed``). The destroyed episodes' waiting
   consolidator work is dropped in the same transaction.
 - Work for the consolidator is queued with the effects that make it: a marked
@@ -42,6 +42,7 @@ from cloud.store.base import (
 from cloud.store.sql_memory import EPISODES_ONLY
 from cloud.vault import Vault
 from protocol import subjects
+from protocol.consolidation import accounted
 from protocol.messages import EpisodeContent
 from protocol.model import ArtifactContent, LifecycleState, RecordContent, SourceKind
 from protocol.operations import AddArtifact, AddEpisode, AnyOperation, SetProject
@@ -61,6 +62,7 @@ from protocol.rules import (
     SetProjectState,
     SetUsage,
 )
+from protocol.sentences import split_sentences
 
 log = logging.getLogger("memsync.cloud")
 FORGOTTEN = LifecycleState.FORGOTTEN.value
@@ -158,6 +160,10 @@ class EffectWriter:
             row = self.s.record(self.space_id, record_id)
             if row is None or row.lifecycle == FORGOTTEN:
                 continue
+            if "created" not in kinds and not self.s.has_history(self.space_id, record_id):
+                # a record older than the history index gets the keys of all its
+                # versions the first time it changes
+                self._index_history(record_id)
             seq = self.s.allocate_seq(self.space_id)
             self._state(record_id, state_seq=seq)
             self.change(seq, "record_state", record_id=record_id)
@@ -249,6 +255,11 @@ class EffectWriter:
         self._hold("record", record_id)
         keys = subjects.stored_keys(content.text, content.subject, content.context_text)
         s.set_subject_tokens(space, record_id, [self.vault.subject_token(space, k) for k in keys])
+        # the history index keeps every version's keys (its own prefixes keep them apart
+        # from the subject keys under the same HMAC key); only a forget removes them
+        if create_as is None and not s.has_history(space, record_id):
+            self._index_history(record_id)  # older than the index: its earlier versions
+        s.add_history_tokens(space, record_id, self._history_tokens(content))
         s.add_derivations(
             space,
             (
@@ -256,6 +267,29 @@ class EffectWriter:
                 for position, parent in enumerate(content.derived_from)
             ),
         )
+
+    def _history_tokens(self, content: RecordContent) -> list[str]:
+        keys = accounted.history_keys(content.text, content.source_episode_ids)
+        return [self.vault.subject_token(self.space_id, k) for k in keys]
+
+    def _index_history(self, record_id: str) -> None:
+        """The history keys of every version of the record (``accounted.history_keys``)."""
+        s, space = self.s, self.space_id
+        tokens: list[str] = []
+        for version in s.versions(space, record_id):
+            content = self.vault.open(
+                s,
+                space,
+                "record",
+                record_id,
+                version.version,
+                version.key_id,
+                version.sealed_content,
+                RecordContent,
+            )
+            if content is not None:
+                tokens += self._history_tokens(content)
+        s.add_history_tokens(space, record_id, tokens)
 
     def _artifact(self, op: AddArtifact, effect: CreateArtifact) -> None:
         s, space = self.s, self.space_id
@@ -282,8 +316,11 @@ class Forgetting:
         self.s = writer.s
         self.space_id = writer.space_id
 
-    def _sources(self, record_id: str, keys: list[ForgetKey]) -> list[str]:
-        """Append every version key of the record; return its source episodes."""
+    def _sources(
+        self, record_id: str, keys: list[ForgetKey], words: set[str] | None = None
+    ) -> list[str]:
+        """Append every version key of the record (and its versions' words to ``words``);
+        return its source episodes."""
         sources: list[str] = []
         for version in self.s.versions(self.space_id, record_id):
             keys.append(ForgetKey(version.key_id))
@@ -306,6 +343,8 @@ class Forgetting:
                 )
                 continue
             sources.extend(e for e in content.source_episode_ids if e not in sources)
+            if words is not None:
+                words.add(accounted.words_of(content.text))
         return sources
 
     def forget(self, effect: ForgetRecords) -> None:
@@ -315,8 +354,9 @@ class Forgetting:
         keys: dict[str, list[ForgetKey]] = {r: [] for r in records}
         items: dict[str, list[tuple[str, str]]] = {r: [("record", r)] for r in records}
         claimed: dict[str, str] = {}  # episode id -> the record whose event destroys it
+        words: set[str] = set()  # what the forgotten records ever said
         for record_id in records:
-            for episode_id in self._sources(record_id, keys[record_id]):
+            for episode_id in self._sources(record_id, keys[record_id], words):
                 claimed.setdefault(episode_id, record_id)
         orphans: list[str] = []
         if effect.all_episodes:
@@ -372,6 +412,37 @@ class Forgetting:
             )
         # the destroyed episodes' waiting consolidator work goes with them
         s.drop_work_for_episodes(space, [*claimed, *orphans])
+        self._drop_candidates_saying(words)
         s.drop_subject_tokens(space, records)
+        s.drop_history_tokens(space, records)
         s.drop_search(space, records, purge=True)  # lexical rows, FTS segments, vectors
         s.drop_derivations(space, records, effect.artifact_ids)
+
+    def _drop_candidates_saying(self, words: set[str]) -> None:
+        """Waiting candidates with a forgotten record's words were typed before the
+        forget: consolidating them later would bring the words back, so they are dropped
+        with it (a sentence typed after the forget is a new statement and is kept)."""
+        if not words:
+            return
+        s, space, vault = self.s, self.space_id, self.w.vault
+        waiting = s.work_items(space, "candidate", ("waiting",))
+        rows = s.episodes(space, {i.episode_id for i in waiting})
+        texts: dict[str, list[str]] = {}
+        for episode_id, row in rows.items():
+            content = vault.open(
+                s, space, "episode", episode_id, 1, row.key_id, row.sealed_content, EpisodeContent
+            )
+            if content is not None:
+                texts[episode_id] = split_sentences(content.text)
+        doomed: list[tuple[str, int | None]] = []
+        for item in waiting:
+            sentences = texts.get(item.episode_id, [])
+            index = item.sentence
+            if (
+                index is not None
+                and index < len(sentences)
+                and accounted.words_of(sentences[index]) in words
+            ):
+                doomed.append(item.key)
+        if doomed:
+            s.complete_work(space, doomed, dropped=True)

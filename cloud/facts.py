@@ -17,8 +17,9 @@ from collections.abc import Iterable, Sequence
 from cloud.store.base import RecordRow, StoreSession
 from cloud.vault import Vault
 from protocol import subjects
+from protocol.consolidation import accounted
 from protocol.messages import EpisodeContent
-from protocol.model import LifecycleState, RecordContent
+from protocol.model import LifecycleState, RecordContent, SourceKind
 from protocol.operations import (
     AddArtifact,
     AddEpisode,
@@ -44,6 +45,9 @@ from protocol.rules import (
 )
 
 FORGOTTEN = LifecycleState.FORGOTTEN.value
+# the record events that are a decision about the record's words or use (not a flag
+# another record set on it: usage, superseded, conflict)
+DECISIONS = frozenset({"created", "version", "lifecycle"})
 
 
 class FactsReader:
@@ -124,6 +128,49 @@ class FactsReader:
             key=lambda r: (r.created_seq or 0, r.record_id),
         )
         return [self.record(row) for row in rows if row.lifecycle == LifecycleState.ACTIVE.value]
+
+    def histories(self, keys: Iterable[str]) -> list[accounted.RecordHistory]:
+        """Every record the history index keeps under ``keys`` (any lifecycle, any
+        version), with each version it ever had and the position of its latest decision
+        (``protocol.consolidation.accounted``). Opens only the records found."""
+        tokens = [self.vault.subject_token(self.space_id, key) for key in keys]
+        ids = self.s.records_with_history(self.space_id, tokens)
+        return [self.history(row) for row in self.s.records(self.space_id, ids).values()]
+
+    def history(self, row: RecordRow) -> accounted.RecordHistory:
+        versions: list[accounted.VersionHistory] = []
+        if row.lifecycle != FORGOTTEN:
+            for version in self.s.versions(self.space_id, row.record_id):
+                content = self.vault.open(
+                    self.s,
+                    self.space_id,
+                    "record",
+                    row.record_id,
+                    version.version,
+                    version.key_id,
+                    version.sealed_content,
+                    RecordContent,
+                )
+                if content is not None:
+                    versions.append(
+                        accounted.VersionHistory(
+                            version.version,
+                            content.text,
+                            tuple(content.source_episode_ids),
+                            content.source_kind is SourceKind.USER_STATEMENT,
+                        )
+                    )
+        decided = [
+            event.seq
+            for event in self.s.record_events(self.space_id, row.record_id)
+            if DECISIONS & set(event.kind.split(","))
+        ]
+        return accounted.RecordHistory(
+            row.record_id,
+            LifecycleState(row.lifecycle),
+            tuple(versions),
+            max(decided, default=None),
+        )
 
     def children(self, roots: Sequence[str]) -> dict[str, list[DerivedItem]]:
         """Derivation edges reachable from ``roots`` (forgotten items are not children)."""

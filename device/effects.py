@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from device import candidates, catalog, keys, search, shred, store
+from device import accounting, candidates, catalog, keys, search, shred, store
 from device.db import Database
 from protocol.messages import EpisodeContent
 from protocol.model import ArtifactContent, RecordContent
@@ -216,6 +216,7 @@ def perform(ctx: Context, op: AnyOperation, effect: Effect) -> None:
         candidates.resolve(ctx.db, refs, effect.record_id)
     else:
         assert isinstance(effect, ForgetRecords)
+        words = accounting.words_of_records(ctx.db, effect.record_ids)
         shred.shred_many(
             ctx.db,
             effect.record_ids,
@@ -225,6 +226,7 @@ def perform(ctx: Context, op: AnyOperation, effect: Effect) -> None:
             forgotten_at=ctx.at,
             sync_state="pending",
         )
+        accounting.drop_candidates_saying(ctx.db, words)
 
 
 # --- the queue row: the op without its text ---------------------------------------------

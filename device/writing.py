@@ -11,6 +11,9 @@ Invariants:
   logged, from the caller's explicit class, the detector's label of every sentence and
   the sensitivity lexicon (which can only raise a class); such an episode, its
   candidates and every record made from it are never queued for the cloud.
+- This device's own consolidation never undoes the user: a candidate a record already
+  accounts for (``device.accounting``, the consolidator's rule) is resolved to that
+  record and nothing is written.
 - External content, connected sources and behaviour events are logged as episodes of
   their own source kind, never as the user's words; imports become candidates
   "imported, not verified". None of them can ever be a behaviour rule (the rules
@@ -24,6 +27,7 @@ from dataclasses import dataclass
 from datetime import datetime
 
 from device import candidates, store
+from device.accounting import Histories
 from device.db import Database
 from device.facts import episode_facts, episode_facts_of
 from device.views import DetectedSentence, LocalResult, SaidResult
@@ -175,14 +179,17 @@ class Writer:
         )
         ended = self.apply(end, None)
         results = [ended]
+        histories = Histories(self.db)  # opened once, only if a device-only item waits
         for row in candidates.waiting(self.db, conversation_id=conversation_id):
             if candidates.episode_device_only(self.db, row.episode_id):
-                made = self._consolidate_here(row)
+                made = self._consolidate_here(row, histories)
                 if made is not None:
                     results.append(made)
         return results
 
-    def _consolidate_here(self, row: candidates.CandidateRow) -> LocalResult | None:
+    def _consolidate_here(
+        self, row: candidates.CandidateRow, histories: Histories
+    ) -> LocalResult | None:
         episode = episode_facts(self.db, row.episode_id)
         if episode is None or episode.typed_at is None:
             return None
@@ -190,6 +197,13 @@ class Writer:
         if row.sentence >= len(sentences):
             return None
         sentence = sentences[row.sentence]
+        # never undo the user: a record that already accounts for this sentence (kept,
+        # corrected or retracted; ``device.accounting``) finishes the candidate with it
+        found = histories.accounted_for(row.episode_id, sentence, episode.typed_at)
+        if found is not None:
+            with self.db.atomic():
+                candidates.resolve(self.db, [(row.episode_id, row.sentence)], found.record_id)
+            return None
         hints = Hints(
             content_type=row.content_type, sensitivity=row.sensitivity, time_kind=row.time_kind
         )
@@ -209,7 +223,9 @@ class Writer:
             content=content,
             candidates=[CandidateRef(episode_id=row.episode_id, sentence=row.sentence)],
         )
-        return self.apply(op, True)
+        result = self.apply(op, True)
+        histories.wrote(op.record_id)
+        return result
 
     # --- what comes from elsewhere ------------------------------------------------------
 

@@ -10,8 +10,13 @@ Invariants:
 - The cloud decides from its own reading: the same detector model runs on the opened
   sentence, and the item is dropped (never written) when the model says it is not a
   candidate, when the sentence is a question, when its episode is forgotten or holds
-  no such sentence, or when the same sentence is already a live record from the same
-  episode (an explicit "remember this" came first; the item is done with that record).
+  no such sentence, or when the sentence is already accounted for
+  (``protocol.consolidation.accounted``): a record, in any lifecycle state and any of
+  its versions, has its words and came from the same episode, or was decided by the
+  user after that episode arrived. A record that still holds the words finishes the
+  item (an explicit "remember this" came first); one the user corrected or took out
+  of use drops it with a reason naming the record. Consolidation never undoes the
+  user; a restatement typed after the user's decision is a new statement and is kept.
 - The rules decide the lifecycle: a normal-class fact goes active ("recently learned"),
   a sensitive one stays a candidate until the user confirms it.
 - One record per candidate: its record id and op id are keyed hashes of the candidate
@@ -20,8 +25,12 @@ Invariants:
 
 from __future__ import annotations
 
+import sys
+
 from cloud.consolidator.plan import BY, Context, Plan
 from cloud.store.base import WorkItemRow
+from protocol.consolidation import accounted as history
+from protocol.consolidation.accounted import Accounted
 from protocol.consolidation.content import said_content
 from protocol.consolidation.extract import Hints
 from protocol.model import SourceKind
@@ -52,6 +61,11 @@ def plan_candidate(ctx: Context, item: WorkItemRow) -> Plan:
             f"{item.name}: the cloud's detector ({ctx.onnx.detector.model_id}) says it is "
             f"not a memory candidate (score {detection.score:.2f})"
         )
+    found = accounted_for(ctx, item, sentence)
+    if found is not None:
+        if found.kept:
+            return Plan(record_id=found.record_id)
+        return Plan.dropped(f"{item.name}: {found.reason}")
     already = _kept_already(ctx, item, sentence)
     if already is not None:
         return Plan(record_id=already)
@@ -76,8 +90,24 @@ def plan_candidate(ctx: Context, item: WorkItemRow) -> Plan:
     return Plan(ops=[op], record_id=record_id)
 
 
+def accounted_for(ctx: Context, item: WorkItemRow, sentence: str) -> Accounted | None:
+    """The record that already accounts for this sentence, in any lifecycle state and any
+    version, found through the history index (``protocol.consolidation.accounted``)."""
+    keys = history.lookup_keys(item.episode_id, sentence)
+    histories = ctx.reader.histories(keys)
+    if not histories:
+        return None
+    arrived = ctx.s.episode_seq(ctx.space_id, item.episode_id)
+    candidate = history.CandidateSentence(
+        item.episode_id, sentence, sys.maxsize if arrived is None else arrived
+    )
+    return history.accounted_for(candidate, histories)
+
+
 def _kept_already(ctx: Context, item: WorkItemRow, sentence: str) -> str | None:
-    """A live record of this very sentence from this episode (e.g. "remember this")."""
+    """A live record of this very sentence from this episode (e.g. "remember this"),
+    through the subject index: records written before the history index (migration 13)
+    have no history keys."""
     wanted = normalise(sentence)
     for record in ctx.reader.related("", sentence, None):
         content = record.content

@@ -486,6 +486,31 @@ def _v12_subset(conn: Connection) -> None:
         conn.exec_driver_sql(statement)
 
 
+# Issue 17's history index (``protocol.consolidation.accounted``): per record, a keyed
+# hash (the subject index's HMAC, ``Vault.subject_token``) of every history key of every
+# version it ever had. Rows are only inserted while the record lives and deleted with it
+# when it is forgotten. Existing records are not backfilled here: their keys are HMACs of
+# sealed words, and a migration holds no data key (see docs/consolidator.md).
+HISTORY_MIGRATION = 13
+_HISTORY = """
+CREATE TABLE history_index (
+    space_id TEXT NOT NULL REFERENCES spaces(space_id),
+    token TEXT NOT NULL,
+    record_id TEXT NOT NULL,
+    PRIMARY KEY (space_id, token, record_id)
+);
+CREATE INDEX history_index_record ON history_index(space_id, record_id)
+"""
+
+
+def _v13_history(conn: Connection) -> None:
+    """The history index: what a record ever said and which episodes it came from, as
+    keyed hashes, so the consolidator finds corrected, retracted and candidate records
+    of a sentence without opening the space."""
+    for statement in _split(_HISTORY):
+        conn.exec_driver_sql(statement)
+
+
 @dataclass(frozen=True)
 class Migration:
     version: int
@@ -506,6 +531,7 @@ MIGRATIONS: tuple[Migration, ...] = (
     Migration(10, "account_end", _v10_account_end),
     Migration(EXPORTS_MIGRATION, "exports", _v11_exports),
     Migration(SUBSET_MIGRATION, "device_subset", _v12_subset),
+    Migration(HISTORY_MIGRATION, "history_index", _v13_history),
 )
 
 _CREATE_MIGRATIONS = {

@@ -322,6 +322,16 @@ subject_index = Table(
     Column("record_id", Text, primary_key=True),
 )
 
+# Migration 13: the history index (``protocol.consolidation.accounted``): keyed hashes
+# of the history keys of every version a record ever had; only a forget removes them.
+history_index = Table(
+    "history_index",
+    metadata,
+    Column("space_id", Text, primary_key=True),
+    Column("token", Text, primary_key=True),  # HMAC of an accounted.history_keys key
+    Column("record_id", Text, primary_key=True),
+)
+
 projects = Table(
     "projects",
     metadata,

@@ -4,8 +4,9 @@ artifacts, derivations, the subject index and projects.
 Invariants:
 - Every query names the space.
 - ``artifacts`` and ``record_events`` are only ever inserted (triggers refuse the rest).
-- ``derivations`` and ``subject_index`` are indexes, not content: they hold plaintext
-  ids and keyed hashes only, and a forget deletes the rows of what it forgot.
+- ``derivations``, ``subject_index`` and ``history_index`` are indexes, not content:
+  they hold plaintext ids and keyed hashes only, and a forget deletes the rows of what
+  it forgot.
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Iterator, Sequence
 from typing import Any
 
-from sqlalchemy import Connection, Table, and_, delete, insert, or_, select, update
+from sqlalchemy import Connection, Table, and_, delete, func, insert, or_, select, update
 
 from cloud.store import schema as t
 from cloud.store import statements as q
@@ -204,6 +205,56 @@ class MemoryQueries:
         for chunk in chunks(sorted(set(record_ids))):
             self.conn.execute(
                 delete(t.subject_index).where(c.space_id == space_id, c.record_id.in_(chunk))
+            )
+
+    # --- the history index ------------------------------------------------------------
+
+    def add_history_tokens(self, space_id: str, record_id: str, tokens: Iterable[str]) -> None:
+        """Add a version's history tokens; earlier versions' tokens stay (insert only)."""
+        self._insert_ignore(
+            t.history_index,
+            [
+                {"space_id": space_id, "token": token, "record_id": record_id}
+                for token in sorted(set(tokens))
+            ],
+        )
+
+    def records_with_history(self, space_id: str, tokens: Sequence[str]) -> list[str]:
+        """Every record that ever had any of ``tokens``, once, in id order."""
+        c = t.history_index.c
+        found: set[str] = set()
+        for chunk in chunks(sorted(set(tokens))):
+            rows = self.conn.execute(
+                select(c.record_id).where(c.space_id == space_id, c.token.in_(chunk))
+            )
+            found.update(r[0] for r in rows)
+        return sorted(found)
+
+    def has_history(self, space_id: str, record_id: str) -> bool:
+        """Whether the record has any history-index row (records older than migration
+        13 have none until they are backfilled)."""
+        c = t.history_index.c
+        found = self.conn.execute(
+            select(c.token).where(c.space_id == space_id, c.record_id == record_id).limit(1)
+        ).first()
+        return found is not None
+
+    def episode_seq(self, space_id: str, episode_id: str) -> int | None:
+        """Where the episode arrived in server order (its ``episode`` change, kept in the
+        feed while the episode's key lives); None once it is gone."""
+        c = t.changes.c
+        value = self.conn.execute(
+            select(func.min(c.seq)).where(
+                c.space_id == space_id, c.episode_id == episode_id, c.kind == "episode"
+            )
+        ).scalar_one_or_none()
+        return None if value is None else int(value)
+
+    def drop_history_tokens(self, space_id: str, record_ids: Iterable[str]) -> None:
+        c = t.history_index.c
+        for chunk in chunks(sorted(set(record_ids))):
+            self.conn.execute(
+                delete(t.history_index).where(c.space_id == space_id, c.record_id.in_(chunk))
             )
 
     # --- projects ---------------------------------------------------------------------

@@ -478,6 +478,7 @@ def test_forget_destroys_everything_derived_and_lists_every_holder(
     with service.store.engine.connect() as conn:
         assert conn.execute(text("SELECT count(*) FROM derivations")).scalar_one() == 0
         assert conn.execute(text("SELECT count(*) FROM subject_index")).scalar_one() == 0
+        assert conn.execute(text("SELECT count(*) FROM history_index")).scalar_one() == 0
     # ids stay taken: the forgotten artifact and episode cannot be written back
     for device in (phone, laptop, tablet):
         service.ack(

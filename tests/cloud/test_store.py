@@ -11,7 +11,7 @@ from sqlalchemy.exc import DBAPIError
 
 from cloud.errors import StoreError
 from cloud.service import CloudService
-from cloud.store import SqlStore, open_store
+from cloud.store import SqlStore, migrations, open_store
 from cloud.store import schema as t
 from cloud.store.migrations import MIGRATIONS
 from tests.cloud.conftest import SENTENCE, TYPED, Ops, applied, new_user, push
@@ -53,6 +53,27 @@ def test_migrations_run_once_in_order_and_match_the_schema(store_url: str) -> No
     finally:
         first.close()
         second.close()
+
+
+def test_a_store_at_migration_12_gains_the_history_index(
+    store_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Issue 17's migration applied to a store already at migration 12, on both backends."""
+    monkeypatch.setattr(migrations, "MIGRATIONS", MIGRATIONS[:-1])
+    old = open_store(store_url, _clock)
+    old.close()
+    monkeypatch.undo()
+    assert MIGRATIONS[-1].version == migrations.HISTORY_MIGRATION
+    new = open_store(store_url, _clock)
+    try:
+        assert new.migrations_applied == [migrations.HISTORY_MIGRATION]
+        with new.engine.connect() as conn:
+            columns = {c["name"] for c in inspect(conn).get_columns("history_index")}
+            assert columns == {"space_id", "token", "record_id"}
+            indexes = {i["name"] for i in inspect(conn).get_indexes("history_index")}
+            assert "history_index_record" in indexes
+    finally:
+        new.close()
 
 
 def test_a_bad_store_url_names_the_problem() -> None:
