@@ -222,9 +222,12 @@ class EffectWriter:
         self.change(self.s.allocate_seq(self.space_id), "episode", episode_id=op.episode_id)
         self._hold("episode", op.episode_id)
         kind = WORK_FOR_SOURCE.get(op.source_kind)
+        token = conversation_token(self.vault, self.space_id, op.conversation_id)
         if kind is not None:  # imports: none (the device writes them as candidates itself)
-            token = conversation_token(self.vault, self.space_id, op.conversation_id)
             self.s.add_work_item(self.space_id, op.episode_id, None, kind, token, self.now)
+        if op.source_kind is SourceKind.USER_STATEMENT:
+            # where a subjectless follow-up's context is found (``consolidator.candidates``)
+            self.s.add_conversation_episode(self.space_id, token, op.episode_id, op.typed_at)
 
     def _hold(self, kind: str, item_id: str) -> None:
         """The pushing device holds what it wrote (the consolidator holds nothing)."""
@@ -412,6 +415,7 @@ class Forgetting:
             )
         # the destroyed episodes' waiting consolidator work goes with them
         s.drop_work_for_episodes(space, [*claimed, *orphans])
+        s.drop_conversation_episodes(space, [*claimed, *orphans])
         self._drop_candidates_saying(words)
         s.drop_subject_tokens(space, records)
         s.drop_history_tokens(space, records)

@@ -14,7 +14,9 @@ Invariants:
 - Where it is unsure it says *conflict* (both kept, flagged, retrieved together), never
   a silent supersede; a statement from another kind of source that disagrees with the
   user is a conflict too.
-- A one-off ("make it decaf today") is an exception: the lasting record is untouched.
+- A one-off ("make it decaf today") beside a lasting record is an exception: the
+  lasting record is untouched; a one-off that corrects ("No wait, it's on the 17th.")
+  is not.
 """
 
 from __future__ import annotations
@@ -94,17 +96,20 @@ def relate(
     why = same_subject(new, old)
     if why is None:
         return Verdict(StatementRelation.UNRELATED, "about something else")
-    if new_one_off or old_one_off or new.exception:
-        word = new.exception or "a one-off"
-        return Verdict(
-            StatementRelation.EXCEPTION,
-            f"{why}; {word!r} makes it a one-off, the lasting record stands",
-        )
     cues = _cues(new)
     same_value = _same_value(new.value, old.value) and new.negated == old.negated
     denies_old = (
         new.negated and not old.negated and (not new.value or _overlap(new.value, old.value))
     ) or _overlap(new.rejected, old.value)
+    one_off = new.exception is not None or new_one_off != old_one_off
+    if one_off and not (new.corrects or denies_old):
+        # a one-off beside a lasting record ("make it decaf today"); two one-offs (two
+        # dates of one event) relate like any two statements
+        word = new.exception or "a one-off"
+        return Verdict(
+            StatementRelation.EXCEPTION,
+            f"{why}; {word!r} makes it a one-off, the lasting record stands",
+        )
     if same_value:
         # said again (or a source agrees): nothing became untrue, so both stay current
         who = "you said the same again" if same_source else "another source says the same"

@@ -369,6 +369,11 @@ def strip_markers(folded: str) -> tuple[str, tuple[str, ...]]:
     return s, tuple(found)
 
 
+# Words that judge what was said rather than say a value ("Sorry, that was wrong.")
+META_WORDS = frozenset(
+    """wrong right correct incorrect mistake typo true false fine ok okay good great bad
+    so silly stupid confusing mess""".split()
+)
 _BARE_WORDS = frozenset({"no", "so", "well", "right", "yes", "wait"})
 _FINAL = re.compile(r"[\s.!?\u2026]+$")
 _CLAUSE_SPLIT = re.compile(r"\s*(?:[,;:]|\s-\s|\s\u2014\s|\bbut\b|\bso\b)\s*")
@@ -432,9 +437,11 @@ def _frame_clause(clause: str) -> Statement | None:
             "",
             clause,
         )
-        return Statement(
-            text=clause, core=clause, value=_value_words(rest), negated=neg, needs_context=True
-        )
+        value = _value_words(rest)
+        if set(value) <= META_WORDS:
+            # "that was wrong", "it is fine": about what was said, no value of its own
+            return Statement(text=clause, core=clause, negated=neg)
+        return Statement(text=clause, core=clause, value=value, negated=neg, needs_context=True)
     # --- "my name is", "call me", "i go by" ------------------------------------------
     m = re.match(r"^(?:my name is|call me|i go by|i am called|my name 's)\s+(.+)$", clause)
     if m:
@@ -697,9 +704,11 @@ def parse(text: str) -> Statement:
             chosen = sub
         elif not frames:
             # a bare value: "the 17th", "thursday", "oslo, not rome"
+            bare = _value_words(clauses[0] if clauses else core)
             chosen = Statement(
-                text=text, core=core, value=_value_words(clauses[0] if clauses else core),
-                needs_context=bool(markers) or len(core.split()) <= 3,
+                text=text, core=core, value=bare,
+                needs_context=(bool(markers) or len(core.split()) <= 3)
+                and not set(bare) <= META_WORDS,
             )  # fmt: skip
         else:
             chosen = frames[0]

@@ -29,12 +29,15 @@ import sys
 
 from cloud.consolidator.plan import BY, Context, Plan
 from cloud.store.base import WorkItemRow
+from protocol import statements
 from protocol.consolidation import accounted as history
 from protocol.consolidation.accounted import Accounted
 from protocol.consolidation.content import said_content
 from protocol.consolidation.extract import Hints
+from protocol.detection import follow_up
 from protocol.model import SourceKind
 from protocol.operations import CandidateRef, Consolidate
+from protocol.rules import EpisodeFacts, context_episodes
 from protocol.sentences import is_question, normalise, split_sentences
 
 
@@ -55,8 +58,13 @@ def plan_candidate(ctx: Context, item: WorkItemRow) -> Plan:
     sentence = sentences[item.sentence]
     if is_question(sentence):
         return Plan.dropped(f"{item.name} is a question")
+    earlier = _earlier(ctx, item, episode, sentences)
     detection = ctx.onnx.detect(sentence)
-    if not detection.candidate:
+    said_before = [
+        *(s for _e, f in earlier for s in split_sentences(f.text)),
+        *sentences[: item.sentence],
+    ]
+    if not detection.candidate and not follow_up.is_correction(sentence, said_before):
         return Plan.dropped(
             f"{item.name}: the cloud's detector ({ctx.onnx.detector.model_id}) says it is "
             f"not a memory candidate (score {detection.score:.2f})"
@@ -78,6 +86,11 @@ def plan_candidate(ctx: Context, item: WorkItemRow) -> Plan:
         conversation_id=episode.conversation_id,
         said_at=said_at,
     )
+    held = [*earlier, (item.episode_id, episode)]
+    context = context_episodes(sentence, held, item.episode_id)
+    if context:
+        # the sentences that may give it its subject: the rules find its context there
+        content = content.model_copy(update={"source_episode_ids": [*context, item.episode_id]})
     record_id = ctx.record_id("candidate", item.episode_id, str(item.sentence))
     op = Consolidate(
         op_id=ctx.op_id("candidate", item.episode_id, str(item.sentence)),
@@ -88,6 +101,40 @@ def plan_candidate(ctx: Context, item: WorkItemRow) -> Plan:
         candidates=[CandidateRef(episode_id=item.episode_id, sentence=item.sentence)],
     )
     return Plan(ops=[op], record_id=record_id)
+
+
+def _earlier(
+    ctx: Context, item: WorkItemRow, episode: EpisodeFacts, sentences: list[str]
+) -> list[tuple[str, EpisodeFacts]]:
+    """The conversation's earlier episodes the user typed (oldest first), read only when
+    the sentence could need them: a correction, or a sentence with no subject of its
+    own whose own episode holds too few sentences before it."""
+    index = item.sentence
+    assert index is not None
+    sentence = sentences[index]
+    if not (follow_up.correction_cued(sentence) or statements.needs_context(sentence)):
+        return []
+    if index >= follow_up.CONTEXT_REACH:
+        return []
+    token = item.conversation_token
+    ids = [
+        e
+        for e in ctx.s.conversation_episodes(
+            ctx.space_id, token, item.marked_at, follow_up.CONTEXT_REACH + 1
+        )
+        if e != item.episode_id
+    ]
+    opened = ctx.episodes(ids)
+    earlier = [
+        (e, f)
+        for e in ids
+        if (f := opened.get(e)) is not None
+        and f.source_kind is SourceKind.USER_STATEMENT
+        and f.conversation_id == episode.conversation_id
+        and (f.typed_at is None or episode.typed_at is None or f.typed_at <= episode.typed_at)
+    ]
+    earlier.sort(key=lambda pair: (pair[1].typed_at is not None, pair[1].typed_at, pair[0]))
+    return earlier
 
 
 def accounted_for(ctx: Context, item: WorkItemRow, sentence: str) -> Accounted | None:

@@ -511,6 +511,29 @@ def _v13_history(conn: Connection) -> None:
         conn.exec_driver_sql(statement)
 
 
+# Migration 14: which conversation each episode the user typed belongs to, as a keyed
+# hash of the conversation id (the one work items carry), so the consolidator finds the
+# sentence that gives a subjectless follow-up its subject without opening the space.
+# Rows go with their episode when it is destroyed. Episodes from before it are not
+# backfilled (the conversation id is sealed); their follow-ups find no context.
+CONVERSATION_MIGRATION = 14
+_CONVERSATIONS = """
+CREATE TABLE conversation_episodes (
+    space_id TEXT NOT NULL REFERENCES spaces(space_id),
+    conversation_token TEXT NOT NULL,
+    episode_id TEXT NOT NULL,
+    typed_at {ts} NOT NULL,
+    PRIMARY KEY (space_id, conversation_token, episode_id)
+);
+CREATE INDEX conversation_episodes_episode ON conversation_episodes(space_id, episode_id)
+"""
+
+
+def _v14_conversations(conn: Connection) -> None:
+    for statement in _split(_CONVERSATIONS.format(**_TYPES[conn.dialect.name])):
+        conn.exec_driver_sql(statement)
+
+
 @dataclass(frozen=True)
 class Migration:
     version: int
@@ -532,6 +555,7 @@ MIGRATIONS: tuple[Migration, ...] = (
     Migration(EXPORTS_MIGRATION, "exports", _v11_exports),
     Migration(SUBSET_MIGRATION, "device_subset", _v12_subset),
     Migration(HISTORY_MIGRATION, "history_index", _v13_history),
+    Migration(CONVERSATION_MIGRATION, "conversation_episodes", _v14_conversations),
 )
 
 _CREATE_MIGRATIONS = {

@@ -332,6 +332,16 @@ history_index = Table(
     Column("record_id", Text, primary_key=True),
 )
 
+# Migration 14: the episodes the user typed, by keyed hash of their conversation id.
+conversation_episodes = Table(
+    "conversation_episodes",
+    metadata,
+    Column("space_id", Text, primary_key=True),
+    Column("conversation_token", Text, primary_key=True),
+    Column("episode_id", Text, primary_key=True),
+    Column("typed_at", UtcDateTime, nullable=False),
+)
+
 projects = Table(
     "projects",
     metadata,

@@ -78,7 +78,8 @@ class EndQueries:
     def drop_plain_leftovers(self, space_id: str) -> None:
         """Delete the rows of an ending space that still say something in the clear or
         could still be used: its projects (their names) and the feed rows naming them,
-        its enrollment codes, and its ended-conversation tokens."""
+        its enrollment codes, and its conversation tokens (ended conversations, the episodes
+        of each)."""
         ch = t.changes.c
         self.conn.execute(delete(t.projects).where(t.projects.c.space_id == space_id))
         self.conn.execute(delete(t.changes).where(ch.space_id == space_id, ch.kind == "project"))
@@ -87,6 +88,9 @@ class EndQueries:
         )
         self.conn.execute(
             delete(t.ended_conversations).where(t.ended_conversations.c.space_id == space_id)
+        )
+        self.conn.execute(
+            delete(t.conversation_episodes).where(t.conversation_episodes.c.space_id == space_id)
         )
 
     def receipts_of(self, space_id: str) -> list[tuple[str, str]]:

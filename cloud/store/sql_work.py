@@ -27,7 +27,7 @@ from dataclasses import replace
 from datetime import datetime, timedelta
 from typing import Any
 
-from sqlalchemy import Connection, and_, func, or_, select, update
+from sqlalchemy import Connection, and_, or_, select, update
 
 from cloud.errors import StoreError
 from cloud.store import schema as t
@@ -333,20 +333,44 @@ class WorkQueries:
         )
         return [_row(r) for r in rows]
 
+    def add_conversation_episode(
+        self, space_id: str, conversation_token: str, episode_id: str, typed_at: datetime
+    ) -> None:
+        self._insert_ignore_rows(
+            t.conversation_episodes,
+            [
+                {
+                    "space_id": space_id,
+                    "conversation_token": conversation_token,
+                    "episode_id": episode_id,
+                    "typed_at": typed_at,
+                }
+            ],
+        )
+
     def conversation_episodes(
         self, space_id: str, conversation_token: str, before: datetime, limit: int
     ) -> list[str]:
-        """Up to ``limit`` episodes of one conversation that had items marked at or
-        before ``before``, newest first (a subjectless sentence's context is there)."""
+        """Up to ``limit`` episodes the user typed in one conversation at or before
+        ``before``, newest first (a subjectless sentence's context is there)."""
+        c = t.conversation_episodes.c
         rows = self.conn.execute(
-            select(_w.episode_id, func.max(_w.marked_at).label("at"))
+            select(c.episode_id)
             .where(
-                _w.space_id == space_id,
-                _w.conversation_token == conversation_token,
-                _w.marked_at <= before,
+                c.space_id == space_id,
+                c.conversation_token == conversation_token,
+                c.typed_at <= before,
             )
-            .group_by(_w.episode_id)
-            .order_by(func.max(_w.marked_at).desc(), _w.episode_id.desc())
+            .order_by(c.typed_at.desc(), c.episode_id.desc())
             .limit(limit)
         )
         return [r[0] for r in rows]
+
+    def drop_conversation_episodes(self, space_id: str, episode_ids: Iterable[str]) -> None:
+        c = t.conversation_episodes.c
+        for chunk in chunks(sorted(set(episode_ids))):
+            self.conn.execute(
+                t.conversation_episodes.delete().where(
+                    c.space_id == space_id, c.episode_id.in_(chunk)
+                )
+            )

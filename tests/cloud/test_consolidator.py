@@ -407,7 +407,10 @@ def test_the_same_claim_from_two_sources_becomes_verified_and_active(
     service: CloudService, detector: Detector, work: Work, user: tuple[Device, Device]
 ) -> None:
     phone, laptop = user
-    claim = "The museum opens at nine on Sundays."
+    # a normal-class claim: the detector reads "on Sundays" as religious belief, and a
+    # sensitive class waits for the user whatever a second source says (the lifecycle
+    # table; tests/protocol/test_lifecycle_table.py)
+    claim = "The museum opens at nine on weekdays."
     applied(
         push(
             service,
@@ -421,7 +424,7 @@ def test_the_same_claim_from_two_sources_becomes_verified_and_active(
             ),
             work.source(
                 "ep_ext00000006",
-                "the museum opens at nine on sundays",
+                "the museum opens at nine on weekdays",
                 "external_content",
                 "web:museum.example",
             ),
@@ -433,6 +436,7 @@ def test_the_same_claim_from_two_sources_becomes_verified_and_active(
         r for r in contents(service, laptop).items() if r[1][1].text.startswith("The museum")
     ]
     record_id, (lifecycle, content) = only
+    assert content.sensitivity is Sensitivity.NORMAL
     assert lifecycle == "candidate"  # the same source twice counts once
     assert content.evidence.count == 1
     applied(

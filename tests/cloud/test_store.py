@@ -59,14 +59,21 @@ def test_a_store_at_migration_12_gains_the_history_index(
     store_url: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """Issue 17's migration applied to a store already at migration 12, on both backends."""
-    monkeypatch.setattr(migrations, "MIGRATIONS", MIGRATIONS[:-1])
+    at_12 = [m.version for m in MIGRATIONS].index(migrations.HISTORY_MIGRATION)
+    monkeypatch.setattr(migrations, "MIGRATIONS", MIGRATIONS[:at_12])
     old = open_store(store_url, _clock)
     old.close()
     monkeypatch.undo()
-    assert MIGRATIONS[-1].version == migrations.HISTORY_MIGRATION
+    assert MIGRATIONS[-1].version == migrations.CONVERSATION_MIGRATION
     new = open_store(store_url, _clock)
     try:
-        assert new.migrations_applied == [migrations.HISTORY_MIGRATION]
+        assert new.migrations_applied == [
+            migrations.HISTORY_MIGRATION,
+            migrations.CONVERSATION_MIGRATION,
+        ]
+        with new.engine.connect() as conn:
+            columns = {c["name"] for c in inspect(conn).get_columns("conversation_episodes")}
+            assert columns == {"space_id", "conversation_token", "episode_id", "typed_at"}
         with new.engine.connect() as conn:
             columns = {c["name"] for c in inspect(conn).get_columns("history_index")}
             assert columns == {"space_id", "token", "record_id"}
