@@ -464,17 +464,17 @@ def _frame_clause(clause: str) -> Statement | None:
                 # "my sister's name is ana"
                 return _st(clause, head, lemma(tail[1]), " ".join(tail[3:]), neg, single=True)
             if tail and tail[0] in ("is", "are", "was", "'s", "were"):
-                value = " ".join(tail[1:])
+                said = " ".join(tail[1:])
                 if first in PERSON_WORDS:
                     # "my cousin lena is a nurse": what the person is
-                    return _st(clause, head, "is", value, neg)
+                    return _st(clause, head, "is", said, neg)
                 many = any(lemma(x) in MANY_VALUED for x in head.split()) or (
                     parts[0].endswith("s")
                     and not parts[0].endswith("ss")
                     and first not in ROLE_WORDS
                     and not head.startswith("favorite")
                 )
-                return _st(clause, USER, head, value, neg, single=not many, many=many)
+                return _st(clause, USER, head, said, neg, single=not many, many=many)
             if tail:
                 sub = _verb_frame(" ".join(tail), neg)
                 if sub is not None:
