@@ -6,9 +6,11 @@ Invariants:
   sentence that gave it its subject, if any) and where each came from.
 - Only two statements about the same holder and the same attribute can be anything but
   unrelated; statements about different people or things never touch each other.
-- A correction needs evidence: a single-valued attribute with a new value, a correction
-  cue ("actually", "no wait", "not X", "no longer", "now", "switched"...), or a negation
-  of the old value. The same value said again is an addition: nothing became untrue.
+- A correction needs evidence: a correction cue ("actually", "no wait", "not X", "no
+  longer", "now", "switched"...), a negation of the old value, or a new value of a
+  single-valued attribute that ordinarily changes (where one lives, one's work, a
+  favorite, a plumber). Two values of one that cannot change (a birthday, a blood
+  type) with no cue are a conflict. The same value said again is an addition: nothing became untrue.
   A many-valued attribute (allergies, languages, pets...) gains an addition unless the
   user denies the old value or says plainly they misspoke.
 - Where it is unsure it says *conflict* (both kept, flagged, retrieved together), never
@@ -59,22 +61,29 @@ def _same_value(a: tuple[str, ...], b: tuple[str, ...]) -> bool:
     if not a or not b:
         return False
     x, y = set(a), set(b)
-    return x == y or x <= y or y <= x
+    small = min(len(x), len(y))
+    return x == y or (small >= 2 and (x <= y or y <= x))
 
 
 def same_subject(new: Statement, old: Statement) -> str | None:
     """Why the two are about the same holder and attribute (None: they are not)."""
     if new.framed and old.framed:
-        if new.holder != old.holder:
+        if new.whom != old.whom or new.attribute != old.attribute:
             return None
-        if new.attribute == old.attribute:
-            return f"both say {new.attribute!r} of {_whom(new.holder)}"
-        return None
-    if new.holder is not None and old.holder is not None and new.holder != old.holder:
+        if new.np and old.np and not (set(new.np) <= set(old.np) or set(old.np) <= set(new.np)):
+            return None  # "spare key" is not "car key"
+        return f"both say {_what(new)} of {_whom(old.holder)}"
+    if new.whom is not None and old.whom is not None and new.whom != old.whom:
         return None  # about different people or things
     if subjects.same_subject(new.text, None, old.text, None):
         return "both sentences open with the same words"
     return None
+
+
+def _what(s: Statement) -> str:
+    assert s.attribute is not None
+    name, _, kind = s.attribute.partition(" #")
+    return repr(f"{' '.join(s.np) or name} ({kind})" if kind else (" ".join(s.np) or name))
 
 
 def _whom(holder: str | None) -> str:
@@ -132,13 +141,18 @@ def relate(
         return Verdict(
             StatementRelation.ADDITION, f"{why}; it can hold several values, so both stand"
         )
-    if new.single or old.single:
-        detail = f" ({cues})" if cues else ""
-        return Verdict(
-            StatementRelation.CORRECTION, f"{why}; it holds one value, the newer wins{detail}"
-        )
     if new.corrects:
         return Verdict(StatementRelation.CORRECTION, f"{why}; you changed it ({cues})")
+    if (new.single or old.single) and (new.mutable or old.mutable):
+        return Verdict(
+            StatementRelation.CORRECTION,
+            f"{why}; it holds one value that changes over time, so the newer wins",
+        )
+    if new.single or old.single:
+        return Verdict(
+            StatementRelation.CONFLICT,
+            f"{why}; it holds one value, the two differ and nothing says which is wrong",
+        )
     return Verdict(
         StatementRelation.CONFLICT,
         f"{why}, with another value and no sign that one replaces the other",

@@ -319,6 +319,9 @@ class Statement:
     many: bool = False  # the attribute can hold several values
     single: bool = False  # the attribute holds one value at a time
     needs_context: bool = False  # no subject of its own
+    np: tuple[str, ...] = ()  # a thing's whole noun phrase ("gym membership")
+    mutable: bool = False  # single-valued and ordinarily changes (where one lives)
+    switch: bool = False  # "we switched plumbers": names the attribute, not the value
 
     @property
     def framed(self) -> bool:
@@ -333,11 +336,16 @@ class Statement:
         return bool(self.markers and not self.additive) or bool(self.change_words)
 
     @property
+    def whom(self) -> str | None:
+        """The holder as one word: "brother diego" and "diego" are one person."""
+        return None if self.holder is None else self.holder.split()[-1]
+
+    @property
     def key(self) -> str | None:
         """The subject-index key of its frame (None: no frame)."""
         if not self.framed:
             return None
-        return f"{self.holder}|{self.attribute}"
+        return f"{self.whom}|{self.attribute}"
 
 
 def fold(text: str) -> str:
@@ -374,6 +382,11 @@ META_WORDS = frozenset(
     """wrong right correct incorrect mistake typo true false fine ok okay good great bad
     so silly stupid confusing mess""".split()
 )
+# A clause about having said something wrong, not about the world
+_META_CLAUSE = re.compile(
+    r"^(?:i (?:got|had) (?:that|it|this) wrong|i was wrong|i made a mistake|"
+    r"i mixed (?:it|that|them) up|i misspoke|that was a typo)\b"
+)
 _BARE_WORDS = frozenset({"no", "so", "well", "right", "yes", "wait"})
 _FINAL = re.compile(r"[\s.!?\u2026]+$")
 _CLAUSE_SPLIT = re.compile(r"\s*(?:[,;:]|\s-\s|\s\u2014\s|\bbut\b|\bso\b)\s*")
@@ -409,15 +422,56 @@ def _np_head(words: list[str]) -> tuple[str, int]:
     j = i + 1
     if words[i] == "best" and j < len(words):
         j += 1
-    while j < len(words) and words[j] not in _VERBISH and j - i < 3:
+    while j < len(words) and j - i < 3 and not _ends_np(words, j):
         j += 1
     return " ".join(lemma(w) for w in words[i:j]), j
 
 
+def _ends_np(words: list[str], j: int) -> bool:
+    """Whether a noun phrase ends before ``words[j]``: a verb, a preposition, or a word in
+    -s that a preposition or determiner follows ("our choir rehearses on ...")."""
+    w = words[j]
+    if w in _VERBISH or w in _PREPOSITIONS:
+        return True
+    after = words[j + 1] if j + 1 < len(words) else ""
+    return w.endswith("s") and after in (_PREPOSITIONS | _DETERMINERS)
+
+
+_DETERMINERS = frozenset("the a an my our his her their every each this that".split())
 _VERBISH = frozenset(
     """is are was were will 's has have had lives lived works worked live work moved
     called named does do did can could would should might must got gets just now also
-    still never always usually often""".split()
+    still never always usually often isn't meets met lands landed starts started begins
+    ends ended opens closes renews expires leaves left arrives departs runs goes plays
+    teaches costs takes needs wants likes loves hates prefers drives rides sits stays
+    comes visits calls belongs happens finishes sleeps eats drinks speaks studies
+    sings lies stands hangs""".split()
+)
+# A thing's predicate after a copula: a participle, then where or when it is
+_PARTICIPLES = frozenset(
+    """booked scheduled set planned moved held parked moored kept stored located hidden
+    happening due pencilled penciled arranged""".split()
+)
+_PREPOSITIONS = frozenset(
+    "at in on under by near for from until inside behind beside next outside".split()
+)
+_TEMPORAL = re.compile(
+    r"\b(?:\d{1,2}(?::\d{2})?\s*(?:am|pm)|\d{1,2}:\d{2}|\d+(?:st|nd|rd|th)|noon|midnight|"
+    r"tomorrow|tonight|today|morning|afternoon|evening|weekend|weekday|week|month|year|"
+    r"monday|tuesday|wednesday|thursday|friday|saturday|sunday|mondays|tuesdays|"
+    r"wednesdays|thursdays|fridays|saturdays|sundays|january|february|march|april|may|"
+    r"june|july|august|september|october|november|december|o'clock|half past|quarter)\b"
+)
+# Heads too general to name a thing alone ("phone number" is not "employee number")
+GENERIC_HEADS = frozenset(
+    """number name date address day time size type color colour level code password
+    email account plan place spot id""".split()
+)
+# Single-valued attributes whose value ordinarily changes: the newer statement replaces
+# the older even with no cue. Any other single-valued attribute (a birthday, a blood
+# type, where one grew up) cannot change, so two values without a cue are a conflict.
+MUTABLE_ATTRIBUTES = frozenset(
+    {"live in", "work", "diet", "marital status", "age", "drive", "car", "phone", "email"}
 )
 
 
@@ -446,62 +500,124 @@ def _frame_clause(clause: str) -> Statement | None:
     m = re.match(r"^(?:my name is|call me|i go by|i am called|my name 's)\s+(.+)$", clause)
     if m:
         return _st(clause, USER, "name", m.group(1), neg, single=True)
-    # --- "my|our <np> is|are|was <value>" ---------------------------------------------
-    m = re.match(r"^(?:my|our)\s+(.+)$", clause)
+    # --- "my|our <np> ...", "the <np> ...": a person, or a thing of the user's -------
+    m = re.match(r"^(?:my|our|the)\s+(.+)$", clause)
     if m:
         parts = m.group(1).split()
         head, n = _np_head(parts)
         tail = parts[n:]
         if head:
             first = head.split()[0]
-            # "my sister lives in oslo": the person holds the attribute
-            if first in PERSON_WORDS and tail and tail[0] not in ("is", "are", "was", "'s"):
-                sub = _verb_frame(" ".join(tail), neg)
-                if sub is not None:
-                    return replace(sub, holder=head, text=clause, core=clause)
-                return _st(clause, head, lemma(tail[0]), " ".join(tail[1:]), neg)
-            if tail and tail[0] == "'s" and len(tail) > 2 and tail[2] in ("is", "are", "was"):
-                # "my sister's name is ana"
-                return _st(clause, head, lemma(tail[1]), " ".join(tail[3:]), neg, single=True)
-            if tail and tail[0] in ("is", "are", "was", "'s", "were"):
-                said = " ".join(tail[1:])
-                if first in PERSON_WORDS:
-                    # "my cousin lena is a nurse": what the person is
-                    return _st(clause, head, "is", said, neg)
-                many = any(lemma(x) in MANY_VALUED for x in head.split()) or (
-                    parts[0].endswith("s")
-                    and not parts[0].endswith("ss")
-                    and first not in ROLE_WORDS
-                    and not head.startswith("favorite")
-                )
-                return _st(clause, USER, head, said, neg, single=not many, many=many)
-            if tail:
-                sub = _verb_frame(" ".join(tail), neg)
-                if sub is not None:
-                    return replace(sub, holder=head, text=clause, core=clause)
-    # --- "the <np> is|starts|... <value>": a thing, an event -------------------------
-    m = re.match(r"^the\s+(.+)$", clause)
-    if m:
-        parts = m.group(1).split()
-        head, n = _np_head(parts)
-        tail = parts[n:]
-        verbs = ("is", "are", "was", "will", "starts", "start", "begins", "ends", "'s")
-        if head and tail and tail[0] in verbs:
-            i = 1
-            while i < len(tail) and tail[i] in ("be", "now", "still", "actually"):
-                i += 1
-            prep = tail[i] if i < len(tail) and tail[i] in ("on", "at", "in", "from") else ""
-            attribute = (
-                ("is " + prep).strip()
-                if tail[0] not in ("starts", "start", "begins", "ends")
-                else lemma(tail[0])
-            )
-            return _st(clause, "the " + head, attribute, " ".join(tail[i:]), neg, single=True)
+            if first in PERSON_WORDS:
+                return _person_frame(clause, head, tail, neg)
+            if tail and tail[0] == "'s" and len(tail) > 1:
+                # "our cat's vet is ...", "my car's insurance renews ..."
+                owned, k = _np_head(tail[1:])
+                if owned:
+                    head, tail = f"{head} {owned}", tail[1 + k :]
+            return _thing_frame(clause, head, tail, neg)
+    # --- "<name> works as ...": someone the user named before ------------------------
+    m = re.match(r"^([a-z][a-z'-]+)\s+(.+)$", clause)
+    if (
+        m
+        and m.group(1) not in _NOT_NAMES
+        and (
+            m.group(2).split()[0] in _VERBISH
+            or m.group(2).startswith(("no longer", "never", "now"))
+        )
+    ):
+        sub = _verb_frame(m.group(2), neg)
+        if sub is not None and sub.attribute is not None:
+            return replace(sub, holder=m.group(1), text=clause, core=clause)
     # --- "i|we ..." ---------------------------------------------------------------
     m = re.match(r"^(?:i|we)\s+(.+)$", clause)
     if m:
         return _verb_frame(m.group(1), neg, clause)
     return None
+
+
+_NOT_NAMES = frozenset(
+    """i we you he she they it this that there here what who when where why how a an the
+    my our your his her their its no yes not so and but or if then also just please
+    thanks thank ok okay sorry actually well oh hey hi is are was were do does did can
+    let lets let's maybe today tomorrow yesterday everyone someone nobody""".split()
+)
+
+
+def _person_frame(clause: str, head: str, tail: list[str], neg: bool) -> Statement | None:
+    """ "my sister lives in oslo", "my cousin lena is a nurse", "my sister's name is ana"."""
+    if not tail:
+        return None
+    if tail[0] == "'s" and len(tail) > 2 and tail[2] in ("is", "are", "was"):
+        return _st(clause, head, lemma(tail[1]), " ".join(tail[3:]), neg, single=True)
+    if tail[0] == "'s" and len(tail) > 1:
+        # "my wife's car is a white peugeot": a thing of theirs
+        owned, k = _np_head(tail[1:])
+        if owned:
+            sub = _thing_frame(clause, owned, tail[1 + k :], neg)
+            if sub is not None:
+                return replace(sub, holder=head)
+    if tail[0] in ("is", "are", "was", "'s", "were"):
+        # what the person is
+        return _st(clause, head, "is", " ".join(tail[1:]), neg)
+    sub = _verb_frame(" ".join(tail), neg)
+    if sub is not None:
+        return replace(sub, holder=head, text=clause, core=clause)
+    return _st(clause, head, lemma(tail[0]), " ".join(tail[1:]), neg)
+
+
+def _thing_frame(clause: str, head: str, tail: list[str], neg: bool) -> Statement | None:
+    """A thing of the user's and what is said of it: its value ("our plumber is dave"),
+    its name ("the boat is called ..."), where or when it is ("the play is on the 7th",
+    "the key is in the lockbox"), or what it does ("the club meets on thursdays")."""
+    if not tail:
+        return None
+    verb = tail[0]
+    rest = tail[1:]
+    skip = {"be", "now", "still", "not", "no", "longer", "actually", "currently", "usually",
+            "always", "never", "normally"}  # fmt: skip
+    while rest and rest[0] in skip:
+        rest = rest[1:]
+    np = tuple(head.split())
+    if verb in ("is", "are", "was", "were", "'s", "will"):
+        if rest and rest[0] in ("called", "named"):
+            return _thing(clause, np, "name", rest[1:], neg, single=True)
+        while rest and rest[0] in _PARTICIPLES:
+            rest = rest[1:]
+        if rest and rest[0] in _PREPOSITIONS:
+            return _thing(clause, np, _where_or_when(rest), rest, neg, single=True)
+        many = any(lemma(x) in MANY_VALUED for x in np) and not np[0].startswith("favorite")
+        return _thing(clause, np, "", rest, neg, single=not many, many=many)
+    if verb in _VERBISH or verb.endswith("s"):
+        kind = lemma(verb)
+        if rest and rest[0] in _PREPOSITIONS:
+            kind = f"{kind} {_where_or_when(rest)}"
+        return _thing(clause, np, kind, rest, neg, single=True)
+    return None
+
+
+def _where_or_when(rest: list[str]) -> str:
+    return "when" if _TEMPORAL.search(" ".join(rest)) else "where"
+
+
+def _thing(
+    clause: str,
+    np: tuple[str, ...],
+    kind: str,
+    rest: list[str],
+    neg: bool,
+    *,
+    single: bool = False,
+    many: bool = False,
+) -> Statement:
+    """The frame of a thing: the attribute is its head noun (two words when the head is
+    generic) and what is said of it; ``np`` keeps the whole noun phrase."""
+    noun = np[-2:] if np[-1] in GENERIC_HEADS and len(np) > 1 else np[-1:]
+    name = " ".join(noun) if not np[0].startswith("favorite") else " ".join(np)
+    attribute = f"{name} #{kind}" if kind else name
+    out = _st(clause, USER, attribute, " ".join(rest), neg, single=single, many=many)
+    mutable = np[0] == "favorite" or bool(set(np) & ROLE_WORDS) or np[-1] in MUTABLE_ATTRIBUTES
+    return replace(out, np=np, mutable=mutable and not out.many)
 
 
 def _st(
@@ -519,6 +635,7 @@ def _st(
         many = any(lemma(a) in MANY_VALUED for a in attribute.split())
         if many and attribute.startswith(("favorite", "name")):
             many = False
+    single = single and not many
     return Statement(
         text=clause,
         core=clause,
@@ -527,7 +644,8 @@ def _st(
         value=_value_words(value),
         negated=neg,
         many=many and not single,
-        single=single and not many,
+        single=single,
+        mutable=single and (attribute in MUTABLE_ATTRIBUTES or attribute.startswith("number of")),
     )
 
 
@@ -559,16 +677,16 @@ def _verb_frame(rest: str, neg: bool, clause: str | None = None) -> Statement | 
         if tail and tail[0] in ("a", "an") and len(tail) > 1:
             noun = tail[-1] if len(tail) <= 3 else tail[1]
             if set(tail[1:]) & OCCUPATIONS:
-                return _st(clause, USER, "occupation", text, neg, single=True)
+                return _st(clause, USER, "work", text, neg, single=True)
             return _st(clause, USER, "is a " + lemma(noun), text, neg, many=True)
         if tail and tail[0] in OCCUPATIONS:
-            return _st(clause, USER, "occupation", text, neg, single=True)
+            return _st(clause, USER, "work", text, neg, single=True)
         if tail and tail[0] in ("from",):
             return _st(clause, USER, "from", " ".join(tail[1:]), neg, single=True)
         if tail and tail[0] in ("based", "living", "staying"):
             return _st(clause, USER, "live in", " ".join(tail[2:]), neg, single=True)
         if tail and tail[0] == "working":
-            return _st(clause, USER, "work at", " ".join(tail[2:]), neg, single=True)
+            return _st(clause, USER, "work", " ".join(tail[1:]), neg, single=True)
         if tail and tail[0] in ("learning", "studying", "reading", "watching", "training"):
             return _st(clause, USER, lemma(tail[0].removesuffix("ing")), " ".join(tail[1:]), neg,
                        many=True)  # fmt: skip
@@ -585,33 +703,25 @@ def _verb_frame(rest: str, neg: bool, clause: str | None = None) -> Statement | 
                 "hire", "hired"):  # fmt: skip
         # "we switched plumbers", "i changed dentists", "we got a new vet"
         objs = [x for x in tail if x not in ("our", "my", "a", "an", "the", "new", "to")]
-        if objs:
+        if objs and objs[0] not in _NOT_NAMES:
+            # the attribute it names, whatever it is ("we switched hiding places")
             head = lemma(objs[0])
-            if head in ROLE_WORDS or head in (
-                "job",
-                "school",
-                "bank",
-                "gym",
-                "car",
-                "phone",
-                "number",
-                "address",
-                "email",
-                "provider",
-            ):
-                return Statement(
-                    text=clause, core=clause, holder=USER, attribute=head,
-                    value=_value_words(" ".join(objs[1:])), negated=neg, single=True,
-                    change_words=("switched",),
-                )  # fmt: skip
+            head = "work" if head in ("job", "employer", "company") else head
+            return Statement(
+                text=clause, core=clause, holder=USER, attribute=head,
+                value=_value_words(" ".join(objs[1:])), negated=neg, single=True,
+                change_words=("switched",), switch=True, mutable=True,
+                np=(head,),
+            )  # fmt: skip
     if verb in _LOCATIVE:
         preps = ("in", "at", "for", "near", "on", "to", "into", "back", "up", "out", "from", "with")
         i = 0
         while i < len(tail) and tail[i] in preps:
             i += 1
         attribute = _LOCATIVE[verb]
-        if verb == "work" and tail[:1] == ["as"]:
-            return _st(clause, USER, "occupation", " ".join(tail[1:]), neg, single=True)
+        if verb == "work":
+            # where and as what: one's work ("i work at x as a sound designer")
+            return _st(clause, USER, "work", " ".join(tail[i:]), neg, single=True)
         if verb == "study" and tail[:1] not in (["at"], ["in"]):
             return _st(clause, USER, "study", " ".join(tail), neg, many=True)
         out = _st(clause, USER, attribute, " ".join(tail[i:]), neg, single=True)
@@ -632,6 +742,14 @@ def _verb_frame(rest: str, neg: bool, clause: str | None = None) -> Statement | 
                        many=True)  # fmt: skip
     if verb in _MANY_VERBS:
         return _st(clause, USER, verb, " ".join(tail), neg, many=True)
+    if verb in ("keep", "leave", "store", "park", "put", "hide") and tail:
+        # "we keep the spare key under the flowerpot": where that thing is
+        objs = [x for x in tail if x not in ("my", "our", "a", "an", "the")]
+        at = next((i for i, x in enumerate(objs) if x in _PREPOSITIONS), None)
+        if at:
+            head, _n = _np_head(objs[:at])
+            if head:
+                return _thing(clause, tuple(head.split()), "where", objs[at:], neg, single=True)
     if verb in ("drink", "eat", "take", "drive", "ride", "use", "prefer", "go", "wear",
                 "bike", "walk", "run", "commute", "cook", "sleep", "wake", "get"):  # fmt: skip
         # "i drink my coffee iced", "i go swimming every tuesday": verb + object head;
@@ -670,7 +788,7 @@ def parse(text: str) -> Statement:
         or re.search(r"\b(?:also|too|as well|another|as well as|besides)\b", core)
     )
     exc = _EXCEPTION_RE.search(core)
-    clauses = [c for c in _CLAUSE_SPLIT.split(core) if c]
+    clauses = [c for c in _CLAUSE_SPLIT.split(core) if c and not _META_CLAUSE.match(c)]
     rejected: list[str] = []
     frames: list[Statement] = []
     for clause in clauses:
@@ -680,24 +798,22 @@ def parse(text: str) -> Statement:
             continue
         frame = _frame_clause(clause)
         if frame is not None:
-            # "it is x, not y" inside one clause
-            inner = re.search(r"\b(?:not|rather than|instead of)\s+(.+)$", clause)
-            if inner and frame.value and not frame.negated:
-                pass
             frames.append(frame)
     base = Statement(text=text, core=core)
-    chosen: Statement | None = None
-    for frame in frames:
-        if frame.framed and (frame.value or chosen is None):
-            chosen = frame
-            if frame.value:
-                break
-    if chosen is not None and not chosen.value:
+    framed = [f for f in frames if f.framed]
+    # the clause that says a value of its own wins over one that only names what changed
+    # ("we switched plumbers, our plumber is rita now")
+    chosen: Statement | None = next(
+        (f for f in framed if f.value and not f.switch), framed[0] if framed else None
+    )
+    later = [f for f in frames if f.needs_context and f.value]
+    if chosen is not None and (not chosen.value or chosen.switch) and later:
         # "we switched plumbers, it is rita osei now": the value from a subjectless clause
-        for frame in frames:
-            if frame.needs_context and frame.value:
-                chosen = replace(chosen, value=frame.value)
-                break
+        chosen = replace(chosen, value=later[0].value)
+    elif chosen is not None and chosen.negated and later:
+        # "the boat is not at långedrag anymore, it is in the dry dock": denied, then said
+        rejected.extend(chosen.value)
+        chosen = replace(chosen, value=later[0].value, negated=False)
     if chosen is None:
         sub = next((f for f in frames if f.needs_context), None)
         if sub is not None:
@@ -751,6 +867,8 @@ def with_context(statement: Statement, context: Statement) -> Statement:
         attribute=context.attribute,
         many=context.many,
         single=context.single,
+        mutable=context.mutable,
+        np=context.np,
         needs_context=False,
     )
 

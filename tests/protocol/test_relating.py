@@ -48,6 +48,22 @@ CASES = [
     # exceptions: a one-off beside the lasting fact
     ("I drink my coffee iced.", "I drink my coffee hot today.", E),
     ("I take the bus to work.", "I take the train this time.", E),
+    # things of the user's: the head noun and what is said of it (where, when, name)
+    ("We keep the bikes in the shed.", "We switched: the bikes are in the cellar now.", C),
+    ("The van is parked at the depot.", "The van isn't at the depot anymore, it's at home.", C),
+    ("The van is called Bessie.", "The van is parked at the depot.", U),
+    ("Our choir rehearses at the town hall.", "Our choir rehearses on Wednesdays.", U),
+    ("My phone number is 555 0101.", "My employee number is 7741.", U),
+    ("Our gym membership is at Pulse.", "Sorry, the membership is at Forma.", C),
+    ("My brother Tom works as a chef.", "Tom no longer works as a chef; he teaches now.", C),
+    # one value that cannot change, two values and no cue: a conflict, not a supersede
+    ("My blood type is O negative.", "My blood type is A negative.", X),
+    ("I grew up in Duluth.", "I grew up in Oslo.", X),
+    (
+        "Our wedding anniversary is on the 9th of June.",
+        "Our wedding anniversary is on the 19th of June.",
+        X,
+    ),
     # unsure: both kept, flagged
     ("I go swimming every Tuesday.", "I go swimming every Thursday.", X),
     ("I'm allergic to penicillin.", "Actually, I'm allergic to amoxicillin.", X),
@@ -67,7 +83,12 @@ def test_a_subjectless_follow_up_is_read_with_its_context() -> None:
     assert alone.needs_context and not alone.framed
     assert relate(alone, old).kind is U
     read = statement_of("No wait, it's on the 17th.", "The school play is on the 7th.")
-    assert (read.holder, read.attribute, read.value) == ("the school play", "is on", ("17th",))
+    assert (read.holder, read.attribute, read.np, read.value) == (
+        "i",
+        "play #when",
+        ("school", "play"),
+        ("17th",),
+    )
     assert relate(read, old).kind is C
 
 
