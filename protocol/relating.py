@@ -125,6 +125,10 @@ def relate(
         return Verdict(StatementRelation.ADDITION, f"{why}; {who}")
     if not same_source:
         return Verdict(StatementRelation.CONFLICT, f"{why}, and the sources disagree")
+    if new.follows and not (new.corrects or denies_old):
+        # "It's the only hour I really switch off." after "My yoga class is on ...": it
+        # says more about what was just said, it does not replace it
+        return Verdict(StatementRelation.ADDITION, f"{why}; it goes on from what you said")
     if new.negated and not old.negated and not denies_old:
         # "my favorite number is not 1729" leaves "my favorite number is 7" standing
         return Verdict(StatementRelation.ADDITION, f"{why}; the denial does not touch it")

@@ -322,6 +322,7 @@ class Statement:
     np: tuple[str, ...] = ()  # a thing's whole noun phrase ("gym membership")
     mutable: bool = False  # single-valued and ordinarily changes (where one lives)
     switch: bool = False  # "we switched plumbers": names the attribute, not the value
+    follows: bool = False  # read with the subject of the sentence before it
 
     @property
     def framed(self) -> bool:
@@ -437,6 +438,12 @@ def _ends_np(words: list[str], j: int) -> bool:
     return w.endswith("s") and after in (_PREPOSITIONS | _DETERMINERS)
 
 
+_ADVERBS = frozenset(
+    """also still now actually really just currently usually no longer never not do does
+    did originally basically mostly finally recently probably normally always""".split()
+)
+_MOVED_VERBS = frozenset("moved changed switched shifted rescheduled got moves changes".split())
+_PRONOUNS = frozenset("i we you he she they me us him them".split())
 _DETERMINERS = frozenset("the a an my our his her their every each this that".split())
 _VERBISH = frozenset(
     """is are was were will 's has have had lives lived works worked live work moved
@@ -445,7 +452,8 @@ _VERBISH = frozenset(
     ends ended opens closes renews expires leaves left arrives departs runs goes plays
     teaches costs takes needs wants likes loves hates prefers drives rides sits stays
     comes visits calls belongs happens finishes sleeps eats drinks speaks studies
-    sings lies stands hangs""".split()
+    sings lies stands hangs say says said think thinks thought know knows feel feels
+    seem seems look looks""".split()
 )
 # A thing's predicate after a copula: a participle, then where or when it is
 _PARTICIPLES = frozenset(
@@ -515,7 +523,27 @@ def _frame_clause(clause: str) -> Statement | None:
                 owned, k = _np_head(tail[1:])
                 if owned:
                     head, tail = f"{head} {owned}", tail[1 + k :]
-            return _thing_frame(clause, head, tail, neg)
+            found = _thing_frame(clause, head, tail, neg)
+            if found is not None:
+                return found
+    # --- "autumn is my favourite season", "sofie isn't my manager": value, then what --
+    m = re.match(r"^(.+?)\s+(?:is|are|was)\s+(?:not\s+)?(?:my|our)\s+(.+)$", clause)
+    if m and len(m.group(1).split()) <= 4 and m.group(1).split()[0] not in _NOT_NAMES:
+        said = m.group(2).split()
+        head, n = _np_head([w for w in said if w not in ("anymore", "now", "still")])
+        if head and n >= len([w for w in said if w not in ("anymore", "now", "still")]):
+            if head.split()[0] in PERSON_WORDS:
+                return _st(clause, head, "is", m.group(1), neg)
+            return _thing_frame(clause, head, ["is", *m.group(1).split()], neg)
+    # --- "elin's swimming lessons are on tuesdays": a named person's thing -----------
+    m = re.match(r"^([a-z][a-z-]+) 's\s+(.+)$", clause)
+    if m and m.group(1) not in _NOT_NAMES:
+        parts = m.group(2).split()
+        head, n = _np_head(parts)
+        if head:
+            sub = _thing_frame(clause, head, parts[n:], neg)
+            if sub is not None:
+                return replace(sub, holder=m.group(1))
     # --- "<name> works as ...": someone the user named before ------------------------
     m = re.match(r"^([a-z][a-z'-]+)\s+(.+)$", clause)
     if (
@@ -533,6 +561,12 @@ def _frame_clause(clause: str) -> Statement | None:
     m = re.match(r"^(?:i|we)\s+(.+)$", clause)
     if m:
         return _verb_frame(m.group(1), neg, clause)
+    # --- a value alone: "the 5th", "at ada's house", "gate c4" -------------------------
+    words = clause.split()
+    if len(words) <= 4 and not (set(words) - {"'s"}) & (_VERBISH | _PRONOUNS):
+        value = _value_words(clause)
+        if value and not set(value) <= META_WORDS:
+            return Statement(text=clause, core=clause, value=value, negated=neg, needs_context=True)
     return None
 
 
@@ -561,6 +595,10 @@ def _person_frame(clause: str, head: str, tail: list[str], neg: bool) -> Stateme
         # what the person is
         return _st(clause, head, "is", " ".join(tail[1:]), neg)
     sub = _verb_frame(" ".join(tail), neg)
+    if sub is not None and sub.attribute is None and len(tail) > 1 and tail[1] in _PREPOSITIONS:
+        # "my sister ola lands at gate b12": where or when they do it
+        kind = _where_or_when(tail[1:])
+        return _st(clause, head, f"{lemma(tail[0])} #{kind}", " ".join(tail[2:]), neg, single=True)
     if sub is not None:
         return replace(sub, holder=head, text=clause, core=clause)
     return _st(clause, head, lemma(tail[0]), " ".join(tail[1:]), neg)
@@ -572,32 +610,58 @@ def _thing_frame(clause: str, head: str, tail: list[str], neg: bool) -> Statemen
     "the key is in the lockbox"), or what it does ("the club meets on thursdays")."""
     if not tail:
         return None
+    np = tuple(head.split())
+    copulas = ("is", "are", "was", "were", "'s", "will")
+    if tail[0] in _PREPOSITIONS:
+        # "the deposit for the flat is 900 pounds": the phrase belongs to the thing
+        at = next((i for i, w in enumerate(tail[:6]) if w in copulas), None)
+        if at is None:
+            return None
+        named = np
+        np = np + tuple(lemma(w) for w in tail[1:at] if w not in FILLER)
+        tail = tail[at:]
+        return _thing_frame_of(clause, named, np, tail, neg)
+    return _thing_frame_of(clause, np, np, tail, neg)
+
+
+def _thing_frame_of(
+    clause: str, named: tuple[str, ...], np: tuple[str, ...], tail: list[str], neg: bool
+) -> Statement | None:
+    """``_thing_frame`` once the noun phrase is known: ``named`` is its head phrase (what
+    the attribute is named by), ``np`` the whole of it."""
+    copulas = ("is", "are", "was", "were", "'s", "will")
     verb = tail[0]
     rest = tail[1:]
     skip = {"be", "now", "still", "not", "no", "longer", "actually", "currently", "usually",
             "always", "never", "normally"}  # fmt: skip
     while rest and rest[0] in skip:
         rest = rest[1:]
-    np = tuple(head.split())
-    if verb in ("is", "are", "was", "were", "'s", "will"):
+    if verb in _MOVED_VERBS and rest:
+        # "my yoga class moved to friday mornings": its time or place changed
+        rest = rest[1:] if rest[0] in ("to", "into", "over") else rest
+        out = _thing(clause, named, _where_or_when(["at", *rest]), rest, neg, single=True, whole=np)
+        return replace(out, change_words=("moved",))
+    if verb in copulas:
         if rest and rest[0] in ("called", "named"):
-            return _thing(clause, np, "name", rest[1:], neg, single=True)
+            return _thing(clause, named, "name", rest[1:], neg, single=True, whole=np)
         while rest and rest[0] in _PARTICIPLES:
             rest = rest[1:]
         if rest and rest[0] in _PREPOSITIONS:
-            return _thing(clause, np, _where_or_when(rest), rest, neg, single=True)
+            return _thing(clause, named, _where_or_when(rest), rest, neg, single=True, whole=np)
         many = any(lemma(x) in MANY_VALUED for x in np) and not np[0].startswith("favorite")
-        return _thing(clause, np, "", rest, neg, single=not many, many=many)
+        return _thing(clause, named, "", rest, neg, single=not many, many=many, whole=np)
     if verb in _VERBISH or verb.endswith("s"):
         kind = lemma(verb)
         if rest and rest[0] in _PREPOSITIONS:
             kind = f"{kind} {_where_or_when(rest)}"
-        return _thing(clause, np, kind, rest, neg, single=True)
+        return _thing(clause, named, kind, rest, neg, single=True, whole=np)
     return None
 
 
 def _where_or_when(rest: list[str]) -> str:
-    return "when" if _TEMPORAL.search(" ".join(rest)) else "where"
+    """ "when" if the phrase after the preposition names a time, else "where" ("at Tobi's
+    house this month" is a place)."""
+    return "when" if _TEMPORAL.search(" ".join(rest[:4])) else "where"
 
 
 def _thing(
@@ -609,15 +673,17 @@ def _thing(
     *,
     single: bool = False,
     many: bool = False,
+    whole: tuple[str, ...] = (),
 ) -> Statement:
     """The frame of a thing: the attribute is its head noun (two words when the head is
-    generic) and what is said of it; ``np`` keeps the whole noun phrase."""
+    generic) and what is said of it; the statement keeps the whole noun phrase
+    (``whole``, else ``np``)."""
     noun = np[-2:] if np[-1] in GENERIC_HEADS and len(np) > 1 else np[-1:]
     name = " ".join(noun) if not np[0].startswith("favorite") else " ".join(np)
     attribute = f"{name} #{kind}" if kind else name
     out = _st(clause, USER, attribute, " ".join(rest), neg, single=single, many=many)
     mutable = np[0] == "favorite" or bool(set(np) & ROLE_WORDS) or np[-1] in MUTABLE_ATTRIBUTES
-    return replace(out, np=np, mutable=mutable and not out.many)
+    return replace(out, np=whole or np, mutable=mutable and not out.many)
 
 
 def _st(
@@ -652,9 +718,7 @@ def _st(
 def _verb_frame(rest: str, neg: bool, clause: str | None = None) -> Statement | None:
     """The frame of "<verb> ..." after "i"/"we" (or a person: "lives in oslo")."""
     clause = clause or rest
-    w = [x for x in rest.split() if x not in ("also", "still", "now", "actually", "really",
-                                              "just", "currently", "usually", "no", "longer",
-                                              "never", "not", "do", "does", "did")]  # fmt: skip
+    w = [x for x in rest.split() if x not in _ADVERBS]
     if not w:
         return None
     # "am/is/are ..."
@@ -801,11 +865,21 @@ def parse(text: str) -> Statement:
             frames.append(frame)
     base = Statement(text=text, core=core)
     framed = [f for f in frames if f.framed]
+    if clauses and frames and frames[0].text == clauses[0] and frames[0].needs_context:
+        # it opens with a value and no subject ("no, the 5th, the garage called back"):
+        # a follow-up of what was just said; the clauses after it explain it
+        framed = []
     # the clause that says a value of its own wins over one that only names what changed
     # ("we switched plumbers, our plumber is rita now")
     chosen: Statement | None = next(
-        (f for f in framed if f.value and not f.switch), framed[0] if framed else None
+        (f for f in framed if f.value and not f.switch and not f.negated),
+        next((f for f in framed if f.value and not f.switch), framed[0] if framed else None),
     )
+    if chosen is not None and not chosen.negated:
+        # "sofie isn't my manager anymore, my manager is erik": the denied value
+        for f in framed:
+            if f.negated and f.key == chosen.key:
+                rejected.extend(f.value)
     later = [f for f in frames if f.needs_context and f.value]
     if chosen is not None and (not chosen.value or chosen.switch) and later:
         # "we switched plumbers, it is rita osei now": the value from a subjectless clause
@@ -870,6 +944,7 @@ def with_context(statement: Statement, context: Statement) -> Statement:
         mutable=context.mutable,
         np=context.np,
         needs_context=False,
+        follows=True,
     )
 
 
