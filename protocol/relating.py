@@ -68,7 +68,7 @@ def _same_value(a: tuple[str, ...], b: tuple[str, ...]) -> bool:
 def same_subject(new: Statement, old: Statement) -> str | None:
     """Why the two are about the same holder and attribute (None: they are not)."""
     if new.framed and old.framed:
-        if new.whom != old.whom or new.attribute != old.attribute:
+        if new.whom != old.whom or not _same_attribute(new, old):
             return None
         if new.np and old.np and not (set(new.np) <= set(old.np) or set(old.np) <= set(new.np)):
             return None  # "spare key" is not "car key"
@@ -78,6 +78,17 @@ def same_subject(new: Statement, old: Statement) -> str | None:
     if subjects.same_subject(new.text, None, old.text, None):
         return "both sentences open with the same words"
     return None
+
+
+def _same_attribute(new: Statement, old: Statement) -> bool:
+    """The same attribute; "we switched memberships" names the thing, not whether its
+    place or its value changed, so it meets any attribute of that thing."""
+    if new.attribute == old.attribute:
+        return True
+    assert new.attribute is not None and old.attribute is not None
+    return (new.switch or old.switch) and (
+        new.attribute.partition(" #")[0] == old.attribute.partition(" #")[0]
+    )
 
 
 def _what(s: Statement) -> str:

@@ -78,6 +78,7 @@ CORRECTION_MARKERS = (
 )
 STRONG_MARKERS = frozenset(
     {
+        "make that",
         "no wait",
         "wait no",
         "no no",
@@ -165,7 +166,7 @@ FILLER = frozenset(
     """a an the my our your his her their its is are was were be been am to of
     now anymore nowadays currently really actually still also too just lately these days
     any more longer new very so then at in on for with and or that this it one not never
-    no last every""".split()
+    no last every as""".split()
 )
 
 PERSON_WORDS = frozenset(
@@ -458,7 +459,8 @@ _VERBISH = frozenset(
 # A thing's predicate after a copula: a participle, then where or when it is
 _PARTICIPLES = frozenset(
     """booked scheduled set planned moved held parked moored kept stored located hidden
-    happening due pencilled penciled arranged""".split()
+    happening due pencilled penciled arranged coming arriving visiting going leaving
+    starting landing flying""".split()
 )
 _PREPOSITIONS = frozenset(
     "at in on under by near for from until inside behind beside next outside".split()
@@ -840,6 +842,11 @@ def parse(text: str) -> Statement:
         m for m in ("actually", "i meant") if re.search(rf"\b{m}\b", folded) and m not in markers
     )
     markers = markers + inner_markers
+    if re.match(r"^(?:make (?:it|that)|change (?:it|that) to)\b", core) and not (
+        _EXCEPTION_RE.search(core)
+    ):
+        # "make that thursday" replaces; "make it decaf today" is a one-off
+        markers = (*markers, "make that")
     change = tuple(
         sorted(
             {w for w in re.findall(r"[a-z]+", core) if w in CHANGE_WORDS}
@@ -865,15 +872,22 @@ def parse(text: str) -> Statement:
             frames.append(frame)
     base = Statement(text=text, core=core)
     framed = [f for f in frames if f.framed]
-    if clauses and frames and frames[0].text == clauses[0] and frames[0].needs_context:
+    opens_with_value = (
+        clauses
+        and frames
+        and frames[0].text == clauses[0]
+        and frames[0].needs_context
+        and (bool(markers) or clauses[0].startswith(("it ", "that ", "make ", "change ")))
+    )
+    if opens_with_value:
         # it opens with a value and no subject ("no, the 5th, the garage called back"):
         # a follow-up of what was just said; the clauses after it explain it
         framed = []
     # the clause that says a value of its own wins over one that only names what changed
     # ("we switched plumbers, our plumber is rita now")
     chosen: Statement | None = next(
-        (f for f in framed if f.value and not f.switch and not f.negated),
-        next((f for f in framed if f.value and not f.switch), framed[0] if framed else None),
+        (f for f in framed if f.value and not f.negated),
+        next((f for f in framed if f.value), framed[0] if framed else None),
     )
     if chosen is not None and not chosen.negated:
         # "sofie isn't my manager anymore, my manager is erik": the denied value
