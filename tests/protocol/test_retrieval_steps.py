@@ -342,7 +342,10 @@ def test_a_hit_on_an_outdated_record_brings_its_current_statement_first() -> Non
 def test_the_smallest_subset_never_cuts_the_current_statement_of_a_hit_chain() -> None:
     cands = [*chain(), rec(3, "My sister lives in Lisbon.")]
     # today's correction scores low on its own words, far below the cut of the best hit
-    hits = SearchHits(vector={"rec_00000001": 0.9, "rec_00000002": 0.32, "rec_00000003": 0.6})
+    below_cut = 0.9 * steps.RELATIVE_CUT - 0.05  # a distractor the cut drops
+    hits = SearchHits(
+        vector={"rec_00000001": 0.9, "rec_00000002": 0.32, "rec_00000003": below_cut}
+    )
     assert [(h.record_id, h.outdated) for h in where(cands, hits).scored] == [
         ("rec_00000002", False),
         ("rec_00000001", True),
