@@ -86,9 +86,12 @@ def _same_attribute(new: Statement, old: Statement) -> bool:
     if new.attribute == old.attribute:
         return True
     assert new.attribute is not None and old.attribute is not None
-    return (new.switch or old.switch) and (
-        new.attribute.partition(" #")[0] == old.attribute.partition(" #")[0]
-    )
+    name = new.attribute.partition(" #")[0]
+    if name != old.attribute.partition(" #")[0]:
+        return False
+    # where one works and as what are two attributes, unless the user says they changed
+    # ("I changed jobs, I'm a sound designer at Parallax now")
+    return new.switch or old.switch or (name == "work" and new.corrects)
 
 
 def _what(s: Statement) -> str:

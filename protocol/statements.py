@@ -98,6 +98,11 @@ STRONG_MARKERS = frozenset(
 )
 ADDITIVE_MARKERS = ("oh and also", "oh and", "and also", "oh also", "also", "plus", "and")
 NEUTRAL_MARKERS = (
+    "these days",
+    "nowadays",
+    "from now on",
+    "since then",
+    "lately",
     "just so you know",
     "for the record",
     "by the way",
@@ -347,7 +352,10 @@ class Statement:
         """The subject-index key of its frame (None: no frame)."""
         if not self.framed:
             return None
-        return f"{self.whom}|{self.attribute}"
+        assert self.attribute is not None
+        # by name only: "membership" (switched) meets "membership #where", "work #as"
+        # meets "work #at" (``protocol.relating`` decides whether they are one attribute)
+        return f"{self.whom}|{self.attribute.partition(' #')[0]}"
 
 
 def fold(text: str) -> str:
@@ -391,7 +399,9 @@ _META_CLAUSE = re.compile(
 )
 _BARE_WORDS = frozenset({"no", "so", "well", "right", "yes", "wait"})
 _FINAL = re.compile(r"[\s.!?\u2026]+$")
-_CLAUSE_SPLIT = re.compile(r"\s*(?:[,;:]|\s-\s|\s\u2014\s|\bbut\b|\bso\b)\s*")
+_CLAUSE_SPLIT = re.compile(
+    r"\s*(?:[,;:]|\s-\s|\s\u2014\s|\bbut\b|\bso\b|\band\b(?=\s+(?:i|we|my|our)\b))\s*"
+)
 _WORD = re.compile(r"[a-z0-9][a-z0-9'\-./]*")
 
 
@@ -481,7 +491,18 @@ GENERIC_HEADS = frozenset(
 # the older even with no cue. Any other single-valued attribute (a birthday, a blood
 # type, where one grew up) cannot change, so two values without a cue are a conflict.
 MUTABLE_ATTRIBUTES = frozenset(
-    {"live in", "work", "diet", "marital status", "age", "drive", "car", "phone", "email"}
+    {
+        "live in",
+        "work #at",
+        "work #as",
+        "diet",
+        "marital status",
+        "age",
+        "drive",
+        "car",
+        "phone",
+        "email",
+    }
 )
 
 
@@ -680,8 +701,9 @@ def _thing(
     """The frame of a thing: the attribute is its head noun (two words when the head is
     generic) and what is said of it; the statement keeps the whole noun phrase
     (``whole``, else ``np``)."""
-    noun = np[-2:] if np[-1] in GENERIC_HEADS and len(np) > 1 else np[-1:]
-    name = " ".join(noun) if not np[0].startswith("favorite") else " ".join(np)
+    # the head noun names it ("phone number" and "my number" meet; the whole noun
+    # phrase, kept on the statement, keeps "phone number" from "employee number")
+    name = np[-1] if not np[0].startswith("favorite") else " ".join(np)
     attribute = f"{name} #{kind}" if kind else name
     out = _st(clause, USER, attribute, " ".join(rest), neg, single=single, many=many)
     mutable = np[0] == "favorite" or bool(set(np) & ROLE_WORDS) or np[-1] in MUTABLE_ATTRIBUTES
@@ -743,16 +765,16 @@ def _verb_frame(rest: str, neg: bool, clause: str | None = None) -> Statement | 
         if tail and tail[0] in ("a", "an") and len(tail) > 1:
             noun = tail[-1] if len(tail) <= 3 else tail[1]
             if set(tail[1:]) & OCCUPATIONS:
-                return _st(clause, USER, "work", text, neg, single=True)
+                return _st(clause, USER, "work #as", text, neg, single=True)
             return _st(clause, USER, "is a " + lemma(noun), text, neg, many=True)
         if tail and tail[0] in OCCUPATIONS:
-            return _st(clause, USER, "work", text, neg, single=True)
+            return _st(clause, USER, "work #as", text, neg, single=True)
         if tail and tail[0] in ("from",):
             return _st(clause, USER, "from", " ".join(tail[1:]), neg, single=True)
         if tail and tail[0] in ("based", "living", "staying"):
             return _st(clause, USER, "live in", " ".join(tail[2:]), neg, single=True)
         if tail and tail[0] == "working":
-            return _st(clause, USER, "work", " ".join(tail[1:]), neg, single=True)
+            return _st(clause, USER, "work #at", " ".join(tail[1:]), neg, single=True)
         if tail and tail[0] in ("learning", "studying", "reading", "watching", "training"):
             return _st(clause, USER, lemma(tail[0].removesuffix("ing")), " ".join(tail[1:]), neg,
                        many=True)  # fmt: skip
@@ -761,6 +783,10 @@ def _verb_frame(rest: str, neg: bool, clause: str | None = None) -> Statement | 
         return None
     verb = lemma(w[0])
     tail = w[1:]
+    if set(tail) & DIETS and verb in ("go", "become", "turn", "went", "became", "turned"):
+        # "i went vegan in the spring"
+        return _st(clause, USER, "diet", " ".join(x for x in tail if x in DIETS), neg,
+                   single=True)  # fmt: skip
     if verb == "was" and tail and tail[0] == "born":
         prep = tail[1] if len(tail) > 1 else ""
         return _st(clause, USER, f"born {prep}".strip(), " ".join(tail[2:]), neg, single=True)
@@ -768,16 +794,19 @@ def _verb_frame(rest: str, neg: bool, clause: str | None = None) -> Statement | 
                 "replaced", "fire", "fired", "dump", "dumped", "got", "find", "found",
                 "hire", "hired"):  # fmt: skip
         # "we switched plumbers", "i changed dentists", "we got a new vet"
-        objs = [x for x in tail if x not in ("our", "my", "a", "an", "the", "new", "to")]
-        if objs and objs[0] not in _NOT_NAMES:
-            # the attribute it names, whatever it is ("we switched hiding places")
-            head = lemma(objs[0])
-            head = "work" if head in ("job", "employer", "company") else head
+        objs = [x for x in tail if x not in ("our", "my", "a", "an", "the", "new")]
+        named, k = _np_head(objs)
+        if named and objs[0] not in _NOT_NAMES:
+            # the attribute it names, whatever it is ("we switched hiding places", "we
+            # changed the wifi password to ...")
+            np = tuple(named.split())
+            head = "work" if np[-1] in ("job", "employer", "company") else np[-1]
+            after = objs[k:]
+            after = after[1:] if after[:1] == ["to"] else after
             return Statement(
                 text=clause, core=clause, holder=USER, attribute=head,
-                value=_value_words(" ".join(objs[1:])), negated=neg, single=True,
-                change_words=("switched",), switch=True, mutable=True,
-                np=(head,),
+                value=_value_words(" ".join(after)), negated=neg, single=True,
+                change_words=("switched",), switch=True, mutable=True, np=np,
             )  # fmt: skip
     if verb in _LOCATIVE:
         preps = ("in", "at", "for", "near", "on", "to", "into", "back", "up", "out", "from", "with")
@@ -786,8 +815,9 @@ def _verb_frame(rest: str, neg: bool, clause: str | None = None) -> Statement | 
             i += 1
         attribute = _LOCATIVE[verb]
         if verb == "work":
-            # where and as what: one's work ("i work at x as a sound designer")
-            return _st(clause, USER, "work", " ".join(tail[i:]), neg, single=True)
+            # where one works, or as what ("i work as a radiographer")
+            kind = "#as" if tail[:1] == ["as"] else "#at"
+            return _st(clause, USER, f"work {kind}", " ".join(tail[i:]), neg, single=True)
         if verb == "study" and tail[:1] not in (["at"], ["in"]):
             return _st(clause, USER, "study", " ".join(tail), neg, many=True)
         out = _st(clause, USER, attribute, " ".join(tail[i:]), neg, single=True)
@@ -826,6 +856,9 @@ def _verb_frame(rest: str, neg: bool, clause: str | None = None) -> Statement | 
         if objs:
             return _st(clause, USER, f"{verb} {lemma(objs[0])}", " ".join(objs[1:]), neg)
         return _st(clause, USER, verb, "", neg)
+    if tail and tail[0] in ("with", "at", "for", "to", "from", "by") and len(tail) > 1:
+        # "i bank with monzo", "i shop at lidl": the verb and its preposition
+        return _st(clause, USER, f"{verb} {tail[0]}", " ".join(tail[1:]), neg)
     # any other verb: who it is about is known, the attribute is not (the generic
     # same-beginning rule of ``protocol.subjects`` decides)
     return Statement(text=clause, core=clause, holder=USER, value=_value_words(rest), negated=neg)

@@ -4,7 +4,7 @@ the subject index always finds the records a statement may relate to."""
 from __future__ import annotations
 
 import pytest
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from protocol import subjects
@@ -123,12 +123,25 @@ frames = st.sampled_from(
         "I keep a note about {v}.",
         "I speak {v}.",
         "I am {v}.",
+        "I work at {v}.",
+        "I'm a nurse at {v}.",
+        "I changed jobs, I'm a nurse at {v} now.",
+        "Our gym membership is at {v}.",
+        "I switched my membership to {v}.",
+        "My phone number is {v}.",
+        "New phone, my number is {v} now.",
+        "My brother Diego lives in {v}.",
+        "Diego no longer lives in {v}.",
+        "The van is called {v}.",
+        "The van isn't at {v} anymore, it's at home.",
+        "Make that {v}.",
     ]
 )
 values = st.sampled_from(["Oslo", "Rome", "cats", "the 7th", "iced", "hot", "Tuesday", "vegan"])
 sentence = st.builds(lambda m, f, v: m + f.format(v=v), markers, frames, values)
 
 
+@settings(max_examples=400)
 @given(sentence, sentence, st.one_of(st.none(), sentence))
 def test_any_two_statements_that_relate_meet_in_the_subject_index(
     old: str, new: str, context: str | None

@@ -343,9 +343,7 @@ def test_the_smallest_subset_never_cuts_the_current_statement_of_a_hit_chain() -
     cands = [*chain(), rec(3, "My sister lives in Lisbon.")]
     # today's correction scores low on its own words, far below the cut of the best hit
     below_cut = 0.9 * steps.RELATIVE_CUT - 0.05  # a distractor the cut drops
-    hits = SearchHits(
-        vector={"rec_00000001": 0.9, "rec_00000002": 0.32, "rec_00000003": below_cut}
-    )
+    hits = SearchHits(vector={"rec_00000001": 0.9, "rec_00000002": 0.32, "rec_00000003": below_cut})
     assert [(h.record_id, h.outdated) for h in where(cands, hits).scored] == [
         ("rec_00000002", False),
         ("rec_00000001", True),
