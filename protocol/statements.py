@@ -473,7 +473,7 @@ _PARTICIPLES = frozenset(
     starting landing flying""".split()
 )
 _PREPOSITIONS = frozenset(
-    "at in on under by near for from until inside behind beside next outside".split()
+    "at in on under by near for from until inside behind beside next outside to into".split()
 )
 _TEMPORAL = re.compile(
     r"\b(?:\d{1,2}(?::\d{2})?\s*(?:am|pm)|\d{1,2}:\d{2}|\d+(?:st|nd|rd|th)|noon|midnight|"
@@ -846,6 +846,10 @@ def _verb_frame(rest: str, neg: bool, clause: str | None = None) -> Statement | 
             head, _n = _np_head(objs[:at])
             if head:
                 return _thing(clause, tuple(head.split()), "where", objs[at:], neg, single=True)
+    if verb == "drive" and tail and tail[0] not in ("to", "into", "home", "back"):
+        # "i drive an old saab": what car one has
+        objs = [x for x in tail if x not in ("a", "an", "the", "my", "our")]
+        return _thing(clause, ("car",), "", objs, neg, single=True)
     if verb in ("drink", "eat", "take", "drive", "ride", "use", "prefer", "go", "wear",
                 "bike", "walk", "run", "commute", "cook", "sleep", "wake", "get"):  # fmt: skip
         # "i drink my coffee iced", "i go swimming every tuesday": verb + object head;
@@ -922,13 +926,19 @@ def parse(text: str) -> Statement:
         (f for f in framed if f.value and not f.negated),
         next((f for f in framed if f.value), framed[0] if framed else None),
     )
+    switched = next((f for f in framed if f.switch), None)
+    if switched is not None and not switched.value:
+        # "i changed cars, i drive a skoda now": what changed is the switch's attribute,
+        # its new value the next clause's
+        said = next((f.value for f in frames if f is not switched and f.value), ())
+        chosen = replace(switched, value=said) if said else switched
     if chosen is not None and not chosen.negated:
         # "sofie isn't my manager anymore, my manager is erik": the denied value
         for f in framed:
             if f.negated and f.key == chosen.key:
                 rejected.extend(f.value)
     later = [f for f in frames if f.needs_context and f.value]
-    if chosen is not None and (not chosen.value or chosen.switch) and later:
+    if chosen is not None and not chosen.value and later:
         # "we switched plumbers, it is rita osei now": the value from a subjectless clause
         chosen = replace(chosen, value=later[0].value)
     elif chosen is not None and chosen.negated and later:
