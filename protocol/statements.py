@@ -397,6 +397,16 @@ _META_CLAUSE = re.compile(
     r"^(?:i (?:got|had) (?:that|it|this) wrong|i was wrong|i made a mistake|"
     r"i mixed (?:it|that|them) up|i misspoke|that was a typo)\b"
 )
+_GAVE_UP = re.compile(
+    r"^(?:i|we) (?:gave up|have given up|quit|stopped|dropped|ditched|got rid of|sold)\s+(.+)$"
+)
+
+
+def _changes(clause: str) -> bool:
+    """Whether a clause says its value is new ("our new landlord is ...", "... now")."""
+    return bool(set(clause.split()) & CHANGE_WORDS)
+
+
 _BARE_WORDS = frozenset({"no", "so", "well", "right", "yes", "wait"})
 _FINAL = re.compile(r"[\s.!?\u2026]+$")
 _CLAUSE_SPLIT = re.compile(
@@ -455,6 +465,9 @@ _ADVERBS = frozenset(
 )
 _MOVED_VERBS = frozenset("moved changed switched shifted rescheduled got moves changes".split())
 _PRONOUNS = frozenset("i we you he she they me us him them".split())
+_PARTICIPLES_IRREGULAR = frozenset(
+    "been gone got begun left quit taken given become grown done made seen".split()
+)
 _DETERMINERS = frozenset("the a an my our his her their every each this that".split())
 _VERBISH = frozenset(
     """is are was were will 's has have had lives lived works worked live work moved
@@ -615,7 +628,9 @@ def _person_frame(clause: str, head: str, tail: list[str], neg: bool) -> Stateme
             if sub is not None:
                 return replace(sub, holder=head)
     if tail[0] in ("is", "are", "was", "'s", "were"):
-        # what the person is
+        # what the person is; a number is their age ("my daughter is 6")
+        if tail[1:2] and (tail[1].isdigit() or tail[1] in _NUMBER_WORDS):
+            return _st(clause, head, "age", tail[1], neg, single=True)
         return _st(clause, head, "is", " ".join(tail[1:]), neg)
     sub = _verb_frame(" ".join(tail), neg)
     if sub is not None and sub.attribute is None and len(tail) > 1 and tail[1] in _PREPOSITIONS:
@@ -659,6 +674,10 @@ def _thing_frame_of(
             "always", "never", "normally"}  # fmt: skip
     while rest and rest[0] in skip:
         rest = rest[1:]
+    if verb in ("starts", "start", "begins", "begin", "kicks") and _where_or_when(rest) == "when":
+        # "the party starts at 8": when it is
+        rest = rest[1:] if rest[:1] == ["off"] else rest
+        return _thing(clause, named, "when", rest, neg, single=True, whole=np)
     if verb in _MOVED_VERBS and rest:
         # "my yoga class moved to friday mornings": its time or place changed
         rest = rest[1:] if rest[0] in ("to", "into", "over") else rest
@@ -743,6 +762,12 @@ def _verb_frame(rest: str, neg: bool, clause: str | None = None) -> Statement | 
     """The frame of "<verb> ..." after "i"/"we" (or a person: "lives in oslo")."""
     clause = clause or rest
     w = [x for x in rest.split() if x not in _ADVERBS]
+    if (
+        len(w) > 1
+        and w[0] in ("have", "has", "had", "'ve")
+        and (w[1].endswith("ed") or w[1] in _PARTICIPLES_IRREGULAR)
+    ):
+        w = w[1:]  # "we've moved to ...": the verb is the participle
     if not w:
         return None
     # "am/is/are ..."
@@ -783,6 +808,12 @@ def _verb_frame(rest: str, neg: bool, clause: str | None = None) -> Statement | 
         return None
     verb = lemma(w[0])
     tail = w[1:]
+    if verb in ("turn", "turned") and tail and (tail[0].isdigit() or tail[0] in _NUMBER_WORDS):
+        return _st(clause, USER, "age", tail[0], neg, single=True)  # "i turned 35"
+    if set(tail) & MARITAL and verb in ("have", "get", "got", "become", "became"):
+        # "i got engaged in june"
+        return _st(clause, USER, "marital status", " ".join(x for x in tail if x in MARITAL),
+                   neg, single=True)  # fmt: skip
     if set(tail) & DIETS and verb in ("go", "become", "turn", "went", "became", "turned"):
         # "i went vegan in the spring"
         return _st(clause, USER, "diet", " ".join(x for x in tail if x in DIETS), neg,
@@ -904,6 +935,15 @@ def parse(text: str) -> Statement:
         if m and frames:
             rejected.extend(_value_words(m.group(1)))
             continue
+        m = _GAVE_UP.match(clause)
+        if m:
+            # "i gave up spanish, i'm learning italian now": what is no longer so
+            rejected.extend(_value_words(m.group(1)))
+            continue
+        inner = re.search(r"\b(?:instead of|rather than)\s+(.+)$", clause)
+        if inner:
+            rejected.extend(_value_words(inner.group(1)))
+            clause = clause[: inner.start()].strip()
         frame = _frame_clause(clause)
         if frame is not None:
             frames.append(frame)
@@ -923,8 +963,11 @@ def parse(text: str) -> Statement:
     # the clause that says a value of its own wins over one that only names what changed
     # ("we switched plumbers, our plumber is rita now")
     chosen: Statement | None = next(
-        (f for f in framed if f.value and not f.negated),
-        next((f for f in framed if f.value), framed[0] if framed else None),
+        (f for f in framed if f.value and not f.negated and _changes(f.text)),
+        next(
+            (f for f in framed if f.value and not f.negated),
+            next((f for f in framed if f.value), framed[0] if framed else None),
+        ),
     )
     switched = next((f for f in framed if f.switch), None)
     if switched is not None and not switched.value:
