@@ -502,9 +502,32 @@ def _with_context(
             content.text, conversation_id, content.source_episode_ids, facts.episodes
         )
     text, at = found if found is not None else (None, None)
-    if content.context_text == text and content.context_said_at == at:
+    # A record whose words the context repeats is a parent: forgetting it forgets the
+    # copy of its words this record keeps (``derivation_closure``), so nothing a forget
+    # named stays readable here.
+    parents = [] if text is None else _records_saying(text, facts)
+    derived = sorted({*content.derived_from, *parents})
+    if (content.context_text, content.context_said_at, content.derived_from) == (
+        text,
+        at,
+        derived,
+    ):
         return content
-    return content.model_copy(update={"context_text": text, "context_said_at": at})
+    return content.model_copy(
+        update={"context_text": text, "context_said_at": at, "derived_from": derived}
+    )
+
+
+def _records_saying(text: str, facts: Facts) -> list[str]:
+    """Live records (of the related ones) whose current words are ``text``."""
+    wanted = normalise(text).casefold()
+    return [
+        r.record_id
+        for r in facts.related
+        if r.content is not None
+        and r.lifecycle is not LifecycleState.FORGOTTEN
+        and normalise(r.content.text).casefold() == wanted
+    ]
 
 
 def _statement(content: RecordContent) -> statements.Statement:

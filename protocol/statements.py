@@ -407,6 +407,7 @@ def _changes(clause: str) -> bool:
     return bool(set(clause.split()) & CHANGE_WORDS)
 
 
+_EXPLICIT_FOLLOW_UP = re.compile(r"^(?:it|that|this|which|make|change)\b")
 _BARE_WORDS = frozenset({"no", "so", "well", "right", "yes", "wait"})
 _FINAL = re.compile(r"[\s.!?\u2026]+$")
 _CLAUSE_SPLIT = re.compile(
@@ -990,6 +991,9 @@ def parse(text: str) -> Statement:
         chosen = replace(chosen, value=later[0].value, negated=False)
     if chosen is None:
         sub = next((f for f in frames if f.needs_context), None)
+        if sub is not None and not (markers or _EXPLICIT_FOLLOW_UP.match(sub.text)):
+            # a bare value with no cue ("Keep this other one.", "Thanks!") follows nothing
+            sub = replace(sub, needs_context=False)
         if sub is not None:
             chosen = sub
         elif not frames:
@@ -997,8 +1001,7 @@ def parse(text: str) -> Statement:
             bare = _value_words(clauses[0] if clauses else core)
             chosen = Statement(
                 text=text, core=core, value=bare,
-                needs_context=(bool(markers) or len(core.split()) <= 3)
-                and not set(bare) <= META_WORDS,
+                needs_context=bool(markers) and not set(bare) <= META_WORDS,
             )  # fmt: skip
         else:
             chosen = frames[0]

@@ -3,9 +3,12 @@ current (``protocol.relating``), and the record keeps the decision and its evide
 
 from __future__ import annotations
 
+from device import search
 from device.agent import DeviceAgent
 from protocol.model import StatementRelation
-from tests.device.conftest import MakeAgent
+from protocol.retrieval import lexical
+from tests.device.conftest import PASSPHRASE, MakeAgent
+from tests.device.sqlcipher_pages import decrypted_pages
 
 
 def _tell(agent: DeviceAgent, conversation: str, *sentences: str) -> list[str]:
@@ -87,3 +90,23 @@ def test_a_correction_the_detector_scores_low_is_still_marked(make_agent: MakeAg
     assert [s.candidate for s in said.sentences] == [True]
     lone = phone.say_detected("No wait.", "c2")  # nothing it could correct
     assert [s.candidate for s in lone.sentences] == [False]
+
+
+def test_forgetting_the_context_sentence_forgets_the_copy_a_follow_up_keeps(
+    make_agent: MakeAgent,
+) -> None:
+    phone = make_agent()
+    [play] = _tell(phone, "c1", "The school play is at the Orpheum on the 7th.")
+    phone.say("No wait, it's on the 17th.", "c1")
+    later = phone.remember("No wait, it's on the 17th.", "c1").record_id
+    assert later is not None
+    [view] = [v for v in phone.what_do_you_know() if v.record_id == later]
+    assert view.context_text == "The school play is at the Orpheum on the 7th."
+    assert view.derived_from == (play,)  # it keeps a copy of that record's words
+    key = search.search_key(phone._debug_db())
+    blinded = lexical.blind(lexical.terms("Orpheum")[0], key)[3:].encode()
+    assert any(blinded in p for p in decrypted_pages(phone.db_path, PASSPHRASE))  # control
+    result = phone.forget_permanently(play)
+    assert later in result.receipt.affected_records
+    assert not any(blinded in p for p in decrypted_pages(phone.db_path, PASSPHRASE))
+    assert all(v.is_skeleton for v in phone.list_records())
