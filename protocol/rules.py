@@ -519,13 +519,14 @@ def _with_context(
 
 
 def _records_saying(text: str, facts: Facts) -> list[str]:
-    """Live records (of the related ones) whose current words are ``text``."""
+    """Active records (of the related ones: every store hands ``decide`` those alike)
+    whose current words are ``text``."""
     wanted = normalise(text).casefold()
     return [
         r.record_id
         for r in facts.related
         if r.content is not None
-        and r.lifecycle is not LifecycleState.FORGOTTEN
+        and r.lifecycle is LifecycleState.ACTIVE
         and normalise(r.content.text).casefold() == wanted
     ]
 
