@@ -76,26 +76,16 @@ CORRECTION_MARKERS = (
     "nope",
     "no",
 )
-STRONG_MARKERS = frozenset(
-    {
-        "make that",
-        "no wait",
-        "wait no",
-        "no no",
-        "scratch that",
-        "let me correct that",
-        "correction",
-        "i meant to say",
-        "i meant",
-        "i mean",
-        "my mistake",
-        "my bad",
-        "oops",
-        "wait",
-        "nope",
-        "no",
-    }
-)
+# The ones that say plainly the user misspoke (not "actually", "sorry": those may only
+# add a nuance), and "make that", which replaces the value just said.
+STRONG_MARKERS = frozenset(CORRECTION_MARKERS) - {
+    "on second thought",
+    "change of plans",
+    "change of plan",
+    "update",
+    "actually",
+    "sorry",
+} | {"make that"}
 ADDITIVE_MARKERS = ("oh and also", "oh and", "and also", "oh also", "also", "plus", "and")
 NEUTRAL_MARKERS = (
     "these days",

@@ -382,7 +382,11 @@ def _external_candidate(space: Space) -> str:
     return REC
 
 
-def _sensitive_background_candidate(space: Space) -> str:
+def _sensitive_background_candidate(
+    space: Space, how: type[Infer] | type[Consolidate] = Infer
+) -> str:
+    """A sensitive class the assistant derived: a candidate until the user confirms
+    (``how``: ``Consolidate`` makes it the consolidator's own, which it may refresh)."""
     ep = space.episode("My knee hurts again.", SourceKind.USER_STATEMENT, None)
     body = RecordContent(
         text="Has a knee problem.",
@@ -391,7 +395,7 @@ def _sensitive_background_candidate(space: Space) -> str:
         source_kind=SourceKind.USER_BEHAVIOUR,
         sensitivity=Sensitivity.HEALTH,
     )
-    receipt = space.run(Infer(**space.base(ASSISTANT), record_id=REC, content=body))
+    receipt = space.run(how(**space.base(ASSISTANT), record_id=REC, content=body))
     assert receipt.status is ReceiptStatus.APPLIED, receipt
     return REC
 
@@ -478,17 +482,8 @@ def test_a_second_source_does_not_confirm_a_sensitive_external_candidate() -> No
 
 def test_a_refresh_that_drops_what_a_candidate_waits_for_is_not_a_way_around() -> None:
     space = Space()
-    ep = space.episode("My knee hurts again.", SourceKind.USER_STATEMENT, None)
-    body = RecordContent(
-        text="Has a knee problem.",
-        epistemic_state=EpistemicState.INFERRED,
-        source_episode_ids=[ep],
-        source_kind=SourceKind.USER_BEHAVIOUR,
-        sensitivity=Sensitivity.HEALTH,
-    )
-    made = space.run(Consolidate(**space.base(ASSISTANT), record_id=REC, content=body))
-    assert made.status is ReceiptStatus.APPLIED and space.state(REC) is CANDIDATE
-    record = REC  # the consolidator's own record: the one a refresh may rewrite
+    record = _sensitive_background_candidate(space, Consolidate)  # one it may refresh
+    assert space.state(record) is CANDIDATE
     held = space.ledger.records[record].content
     assert held is not None
     normal = held.model_copy(update={"sensitivity": Sensitivity.NORMAL})
