@@ -457,7 +457,8 @@ _ADVERBS = frozenset(
 _MOVED_VERBS = frozenset("moved changed switched shifted rescheduled got moves changes".split())
 _PRONOUNS = frozenset("i we you he she they me us him them".split())
 _PARTICIPLES_IRREGULAR = frozenset(
-    "been gone got begun left quit taken given become grown done made seen".split()
+    """been gone got begun left quit taken given become grown done made seen forgotten
+    written eaten broken chosen known sold bought found lost met kept""".split()
 )
 _DETERMINERS = frozenset("the a an my our his her their every each this that".split())
 _VERBISH = frozenset(
@@ -531,6 +532,9 @@ def _frame_clause(clause: str) -> Statement | None:
             # "that was wrong", "it is fine": about what was said, no value of its own
             return Statement(text=clause, core=clause, negated=neg)
         return Statement(text=clause, core=clause, value=value, negated=neg, needs_context=True)
+    # --- "allergic to kiwi too": the user's, with "i am" left out --------------------
+    if re.match(r"^(?:allergic|intolerant) to\b", clause):
+        return _verb_frame("am " + clause, neg, clause)
     # --- "my name is", "call me", "i go by" ------------------------------------------
     m = re.match(r"^(?:my name is|call me|i go by|i am called|my name 's)\s+(.+)$", clause)
     if m:
@@ -681,7 +685,7 @@ def _thing_frame_of(
             rest = rest[1:]
         if rest and rest[0] in _PREPOSITIONS:
             return _thing(clause, named, _where_or_when(rest), rest, neg, single=True, whole=np)
-        many = any(lemma(x) in MANY_VALUED for x in np) and not np[0].startswith("favorite")
+        many = any(lemma(x) in MANY_VALUED for x in np) and np[0] not in ("favorite", "best")
         return _thing(clause, named, "", rest, neg, single=not many, many=many, whole=np)
     if verb in _VERBISH or verb.endswith("s"):
         kind = lemma(verb)
@@ -733,8 +737,8 @@ def _st(
     attribute = attribute.strip()
     if not many and not single:
         many = any(lemma(a) in MANY_VALUED for a in attribute.split())
-        if many and attribute.startswith(("favorite", "name")):
-            many = False
+        if many and attribute.startswith(("favorite", "name", "best")):
+            many = False  # one's favourite, one's best friend
     single = single and not many
     return Statement(
         text=clause,
@@ -765,6 +769,8 @@ def _verb_frame(rest: str, neg: bool, clause: str | None = None) -> Statement | 
     if w[0] in ("am", "is", "are", "was", "were", "'s"):
         tail = w[1:]
         text = " ".join(tail)
+        if "tall" in tail[1:3]:
+            return _st(clause, USER, "height", " ".join(tail), neg, single=True)
         if tail and tail[0] in ("allergic", "intolerant"):
             return _st(clause, USER, "allergic to", " ".join(tail[2:]), neg, many=True)
         if (
