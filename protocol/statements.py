@@ -380,7 +380,8 @@ def strip_markers(folded: str) -> tuple[str, tuple[str, ...]]:
 # Words that judge what was said rather than say a value ("Sorry, that was wrong.")
 META_WORDS = frozenset(
     """wrong right correct incorrect mistake typo true false fine ok okay good great bad
-    so silly stupid confusing mess""".split()
+    so silly stupid confusing mess sorry oops thank thanks yes no nope please hmm wait
+    actually""".split()
 )
 # A clause about having said something wrong, not about the world
 _META_CLAUSE = re.compile(
