@@ -41,7 +41,7 @@ RELATION_WEIGHT: Mapping[Relation, float] = {
     Relation.EPISODE: 0.5,
     Relation.PROJECT: 0.3,
 }
-RELATIVE_CUT = 0.50  # smallest subset: keep what scores at least this share of the best
+RELATIVE_CUT = 0.60  # smallest subset: keep what scores at least this share of the best
 
 _SEAL = object()
 
