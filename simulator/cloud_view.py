@@ -47,9 +47,15 @@ class CloudView:
                 .where(c.space_id == space_id)
                 .order_by(c.record_id)
             ).all()
+        forgotten = {r[0] for r in rows if r[1] == FORGOTTEN}
         return {
             r[0]: CloudRecord(
-                r[0], r[1], int(r[2]), r[3], tuple(sorted(json.loads(r[4]))) if r[4] else ()
+                r[0],
+                r[1],
+                int(r[2]),
+                r[3],
+                # a forgotten record no longer disagrees (as a device reads it)
+                tuple(sorted(set(json.loads(r[4])) - forgotten)) if r[4] else (),
             )
             for r in rows
         }
