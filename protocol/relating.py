@@ -86,6 +86,10 @@ def _same_attribute(new: Statement, old: Statement) -> bool:
     if new.attribute == old.attribute:
         return True
     assert new.attribute is not None and old.attribute is not None
+    if "favorite" in (new.attribute, old.attribute) and (
+        new.attribute.startswith("favorite") and old.attribute.startswith("favorite")
+    ):
+        return True  # "my favourite is rooibos now" after "my favourite tea is ..."
     name = new.attribute.partition(" #")[0]
     if name != old.attribute.partition(" #")[0]:
         return False

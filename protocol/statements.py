@@ -345,7 +345,10 @@ class Statement:
         assert self.attribute is not None
         # by name only: "membership" (switched) meets "membership #where", "work #as"
         # meets "work #at" (``protocol.relating`` decides whether they are one attribute)
-        return f"{self.whom}|{self.attribute.partition(' #')[0]}"
+        name = self.attribute.partition(" #")[0]
+        if name.startswith("favorite"):
+            name = "favorite"  # "my favourite is rooibos" meets "my favourite tea is ..."
+        return f"{self.whom}|{name}"
 
 
 def fold(text: str) -> str:
@@ -389,8 +392,21 @@ _META_CLAUSE = re.compile(
     r"i mixed (?:it|that|them) up|i misspoke|that was a typo)\b"
 )
 _GAVE_UP = re.compile(
-    r"^(?:i|we) (?:gave up|have given up|quit|stopped|dropped|ditched|got rid of|sold)\s+(.+)$"
+    r"^(?:i|we) (?:gave up|have given up|quit|stopped|dropped|ditched|got rid of|sold|"
+    r"have gone off|went off|gone off|stopped liking)\s+(.+)$"
 )
+_MOVED_BY_SOMEONE = re.compile(
+    r"^(?:they|he|she|we|i|someone|the \w+) (?:have |has )?(?:moved|changed|rescheduled|"
+    r"shifted|pushed|brought) (?:the|our|my) ([a-z' -]+?) (?:back |forward )?(?:to|until) (.+)$"
+)
+_HAPPENS = frozenset({"meet", "happen", "run", "take", "come", "start", "begin"})
+
+
+def _singular(word: str) -> str:
+    """ "gps" -> "gp", "flats" -> "flat" (a plural noun a switch names)."""
+    if len(word) >= 3 and word.endswith("s") and not word.endswith(("ss", "us", "is")):
+        return lemma(word) if len(word) > 4 else word[:-1]
+    return word
 
 
 def _changes(clause: str) -> bool:
@@ -508,6 +524,7 @@ MUTABLE_ATTRIBUTES = frozenset(
         "car",
         "phone",
         "email",
+        "weight",
     }
 )
 
@@ -576,6 +593,22 @@ def _frame_clause(clause: str) -> Statement | None:
             sub = _thing_frame(clause, head, parts[n:], neg)
             if sub is not None:
                 return replace(sub, holder=m.group(1))
+    # --- "they moved the wedding to granada": someone changed a thing's time or place -
+    m = _MOVED_BY_SOMEONE.match(clause)
+    if m:
+        head, _n = _np_head(m.group(1).split())
+        if head:
+            out = _thing_frame(clause, head, ["is", "at", *m.group(2).split()], neg)
+            if out is not None:
+                return replace(out, change_words=("moved",))
+    # --- "book club is on wednesdays now": a thing named without "the" or "my" --------
+    m = re.match(r"^([a-z][a-z-]+(?: [a-z][a-z-]+)?) (is|are) (.+)$", clause)
+    if m and not set(m.group(1).split()) & (_NOT_NAMES | _VERBISH | _PRONOUNS):
+        head, n = _np_head(m.group(1).split())
+        if head and n == len(m.group(1).split()) and head.split()[0] not in PERSON_WORDS:
+            found = _thing_frame(clause, head, [m.group(2), *m.group(3).split()], neg)
+            if found is not None and len(m.group(1).split()) == 2:
+                return found
     # --- "<name> works as ...": someone the user named before ------------------------
     m = re.match(r"^([a-z][a-z'-]+)\s+(.+)$", clause)
     if (
@@ -691,7 +724,9 @@ def _thing_frame_of(
     if verb in _VERBISH or verb.endswith("s"):
         kind = lemma(verb)
         if rest and rest[0] in _PREPOSITIONS:
-            kind = f"{kind} {_where_or_when(rest)}"
+            where = _where_or_when(rest)
+            # "the club meets on tuesdays" is when the club is
+            kind = where if kind in _HAPPENS else f"{kind} {where}"
         return _thing(clause, named, kind, rest, neg, single=True, whole=np)
     return None
 
@@ -770,6 +805,10 @@ def _verb_frame(rest: str, neg: bool, clause: str | None = None) -> Statement | 
     if w[0] in ("am", "is", "are", "was", "were", "'s"):
         tail = w[1:]
         text = " ".join(tail)
+        if set(tail) & {"kilos", "kg", "kilograms", "pounds", "lbs", "stone"} and (
+            not tail or tail[0] in ("down", "up", "at") or tail[0][0].isdigit()
+        ):
+            return _st(clause, USER, "weight", " ".join(tail), neg, single=True)
         if "tall" in tail[1:3]:
             return _st(clause, USER, "height", " ".join(tail), neg, single=True)
         if tail and tail[0] in ("allergic", "intolerant"):
@@ -819,17 +858,26 @@ def _verb_frame(rest: str, neg: bool, clause: str | None = None) -> Statement | 
     if verb == "was" and tail and tail[0] == "born":
         prep = tail[1] if len(tail) > 1 else ""
         return _st(clause, USER, f"born {prep}".strip(), " ".join(tail[2:]), neg, single=True)
-    if verb in ("switch", "switched", "change", "changed", "swap", "swapped", "replace",
-                "replaced", "fire", "fired", "dump", "dumped", "got", "find", "found",
-                "hire", "hired"):  # fmt: skip
+    if verb in ("weigh", "weighed"):
+        return _st(clause, USER, "weight", " ".join(tail), neg, single=True)
+    moved_thing = (
+        verb == "move"
+        and bool(tail)
+        and tail[0]
+        not in _PREPOSITIONS | {"back", "out", "in", "away", "abroad", "here", "there", "home"}
+    )
+    if moved_thing or verb in ("switch", "switched", "change", "changed", "swap", "swapped",
+                "replace", "replaced", "fire", "fired", "dump", "dumped", "got", "find",
+                "found", "hire", "hired"):  # fmt: skip
         # "we switched plumbers", "i changed dentists", "we got a new vet"
         objs = [x for x in tail if x not in ("our", "my", "a", "an", "the", "new")]
         named, k = _np_head(objs)
         if named and objs[0] not in _NOT_NAMES:
             # the attribute it names, whatever it is ("we switched hiding places", "we
             # changed the wifi password to ...")
-            np = tuple(named.split())
+            np = tuple(_singular(w) for w in named.split())
             head = "work" if np[-1] in ("job", "employer", "company") else np[-1]
+            head = "live in" if head in ("house", "home") and verb == "move" else head
             after = objs[k:]
             after = after[1:] if after[:1] == ["to"] else after
             return Statement(

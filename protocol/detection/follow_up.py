@@ -5,7 +5,8 @@ Invariants: pure; the device (when it marks candidates) and the cloud (when it r
 a marked sentence) apply the same rule to the same sentences. A sentence qualifies only
 if it carries a correction cue (``protocol.statements``: "Actually,", "No wait,",
 "Sorry,", "Correction:", "Scratch that,", "I meant", "…, not X", "no longer", "we
-switched", "I moved") and is not a question, and it either has a subject of its own or
+switched", "I moved", or a value said to be so "now") and is not a question, and it
+either has a subject of its own or
 follows, within ``CONTEXT_REACH`` sentences of the same conversation, a sentence that
 has one (so "No wait, it's on the 17th." after "The school play is on the 7th." is
 kept, and a lone "No wait." is not).
@@ -33,6 +34,7 @@ def correction_cued(sentence: str) -> bool:
         or (read.markers and read.value and set(read.markers) & statements.STRONG_MARKERS)
         or read.rejected
         or set(read.change_words) & _CHANGE
+        or (read.framed and read.value and "now" in read.change_words)  # "… is on X now"
     )
 
 

@@ -135,6 +135,12 @@ frames = st.sampled_from(
         "The van is called {v}.",
         "The van isn't at {v} anymore, it's at home.",
         "Make that {v}.",
+        "My favourite tea is {v}.",
+        "My favourite is {v} now.",
+        "We moved flats, we're on the {v} floor now.",
+        "Our flat is on the {v} floor.",
+        "Book club is on {v} now.",
+        "My book club meets on {v}.",
     ]
 )
 values = st.sampled_from(["Oslo", "Rome", "cats", "the 7th", "iced", "hot", "Tuesday", "vegan"])
