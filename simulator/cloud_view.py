@@ -26,7 +26,8 @@ class CloudRecord:
     lifecycle: str
     current_version: int
     superseded_by: str | None
-    conflicts_with: tuple[str, ...]
+    conflicts_with: tuple[str, ...]  # as stored
+    live_conflicts: tuple[str, ...] = ()  # those not forgotten
 
     @property
     def forgotten(self) -> bool:
@@ -54,7 +55,8 @@ class CloudView:
                 r[1],
                 int(r[2]),
                 r[3],
-                # a forgotten record no longer disagrees (as a device reads it)
+                tuple(sorted(json.loads(r[4]))) if r[4] else (),
+                # a forgotten record no longer disagrees (as devices and recall read it)
                 tuple(sorted(set(json.loads(r[4])) - forgotten)) if r[4] else (),
             )
             for r in rows

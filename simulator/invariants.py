@@ -196,10 +196,10 @@ def _compare_record(
         problems.append(
             f"{who} record {rid}: current version v{local.version}, cloud v{cloud.current_version}"
         )
-    if tuple(sorted(local.conflicts_with)) != cloud.conflicts_with:
+    if tuple(sorted(local.conflicts_with)) != cloud.live_conflicts:
         problems.append(
             f"{who} record {rid}: conflicts_with {sorted(local.conflicts_with)}, cloud "
-            f"{list(cloud.conflicts_with)}"
+            f"{list(cloud.live_conflicts)}"
         )
     if local.superseded_by != cloud.superseded_by:
         problems.append(
