@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 
-from cloud.store.base import RecordRow, StoreSession
+from cloud.store.base import RecordRow, StoreSession, VersionRow
 from cloud.vault import Vault
 from protocol import subjects
 from protocol.consolidation import accounted
@@ -68,13 +68,15 @@ class FactsReader:
         if row.lifecycle == FORGOTTEN:
             return None
         version = self.s.version(self.space_id, row.record_id, row.current_version)
-        if version is None:
-            return None
+        return None if version is None else self._open(row.record_id, version)
+
+    def _open(self, record_id: str, version: VersionRow) -> RecordContent | None:
+        """One version of a record, opened (None once its key is forgotten)."""
         return self.vault.open(
             self.s,
             self.space_id,
             "record",
-            row.record_id,
+            record_id,
             version.version,
             version.key_id,
             version.sealed_content,
@@ -141,16 +143,7 @@ class FactsReader:
         versions: list[accounted.VersionHistory] = []
         if row.lifecycle != FORGOTTEN:
             for version in self.s.versions(self.space_id, row.record_id):
-                content = self.vault.open(
-                    self.s,
-                    self.space_id,
-                    "record",
-                    row.record_id,
-                    version.version,
-                    version.key_id,
-                    version.sealed_content,
-                    RecordContent,
-                )
+                content = self._open(row.record_id, version)
                 if content is not None:
                     versions.append(
                         accounted.VersionHistory(

@@ -993,7 +993,6 @@ def parse(text: str) -> Statement:
         frame = _frame_clause(clause)
         if frame is not None:
             frames.append(frame)
-    base = Statement(text=text, core=core)
     framed = [f for f in frames if f.framed]
     opens_with_value = (
         clauses
@@ -1052,8 +1051,6 @@ def parse(text: str) -> Statement:
             chosen = frames[0]
     negated = chosen.negated
     value = chosen.value
-    if negated and re.search(r"\bnot\b.*\bbut\b", core) is None:
-        pass
     # "... in oslo, not rome" / "... not rome but oslo": split the affirmed from the denied
     m = re.search(r"\bnot\s+([a-z0-9' -]+?)\s+but\s+(.+)$", core)
     if m:
@@ -1061,21 +1058,17 @@ def parse(text: str) -> Statement:
         negated = False
     if rejected and negated and not m:
         negated = bool(re.search(r"\b(?:not|never|no longer)\b", clauses[0] if clauses else ""))
-    return (
-        replace(
-            chosen,
-            text=text,
-            core=core,
-            value=tuple(v for v in value if v not in rejected),
-            negated=negated,
-            rejected=tuple(rejected),
-            markers=markers,
-            change_words=tuple(sorted({*change, *chosen.change_words})),
-            exception=exc.group(0) if exc else None,
-            additive=additive and not (set(markers) & STRONG_MARKERS),
-        )
-        if chosen is not base
-        else base
+    return replace(
+        chosen,
+        text=text,
+        core=core,
+        value=tuple(v for v in value if v not in rejected),
+        negated=negated,
+        rejected=tuple(rejected),
+        markers=markers,
+        change_words=tuple(sorted({*change, *chosen.change_words})),
+        exception=exc.group(0) if exc else None,
+        additive=additive and not (set(markers) & STRONG_MARKERS),
     )
 
 
