@@ -28,8 +28,10 @@ from protocol.confidence import ConfidenceClass, compute
 from protocol.errors import SealError
 from protocol.explain import Known
 from protocol.explain import explain as explain_sentence
-from protocol.model import EpistemicState, LifecycleState, RecordContent
+from protocol.model import EpistemicState, LifecycleState, Producer, RecordContent, SourceKind
 from protocol.presentation import CONFLICT, OUTDATED, labelled_line
+from protocol.provenance import is_users_words, provenance_of, source_words, verification_of
+from protocol.waiting import confirm_warning, waiting_reasons
 
 FORGOTTEN = LifecycleState.FORGOTTEN.value
 FORGOTTEN_MESSAGE = "Permanently forgotten; it cannot be brought back."
@@ -183,7 +185,24 @@ def view(
         derived_from=tuple(c.derived_from),
         context_text=c.context_text,
         relations=tuple(c.relations),
+        **_provenance_fields(c, state),
     )
+
+
+def _provenance_fields(c: RecordContent, state: LifecycleState) -> dict[str, Any]:
+    """Who produced the record's words, who verified it, and why it waits (in words)."""
+    origin = provenance_of(c)
+    verified = verification_of(c)
+    warning = confirm_warning(c)
+    return {
+        "producer": origin.producer.value,
+        "source": None if origin.producer is Producer.USER else source_words(origin),
+        "source_reference": origin.reference,
+        "users_words": origin.producer is Producer.USER,
+        "verified_by": None if verified is None else verified.by.value,
+        "waits_because": (tuple(waiting_reasons(c)) if state is LifecycleState.CANDIDATE else ()),
+        "confirm_warning": None if warning is None else warning.text,
+    }
 
 
 def what_do_you_know(db: Database, now: datetime) -> list[RecordView]:
@@ -251,11 +270,14 @@ def explain(db: Database, record_id: str, now: datetime) -> str:
     if h.content is None:
         return f"Record {record_id} has no readable content on this device."
     episodes: dict[str, tuple[datetime, str] | None] = {}
+    kinds: dict[str, SourceKind] = {}
     for episode_id in h.content.source_episode_ids:
         facts = episode_facts(db, episode_id)
         episodes[episode_id] = (
             None if facts is None or facts.typed_at is None else (facts.typed_at, facts.text)
         )
+        if facts is not None:
+            kinds[episode_id] = facts.source_kind
     superseded = is_active(db, h.row["superseded_by"])
     return explain_sentence(
         h.content,
@@ -270,6 +292,7 @@ def explain(db: Database, record_id: str, now: datetime) -> str:
             if (known := _known(db, note.record_id)) is not None
         },
         replaced_by=_known(db, h.row["superseded_by"]) if superseded else None,
+        episode_kinds=kinds,
     )
 
 
@@ -293,7 +316,7 @@ def sources(db: Database, record_id: str) -> list[SourceView]:
     h = held_record(db, record_id)
     if h.lifecycle is LifecycleState.FORGOTTEN or h.content is None:
         return []
-    quotable = h.content.epistemic_state in (EpistemicState.SAID, EpistemicState.VERIFIED)
+    quotable = is_users_words(h.content)
     out = []
     for episode_id in h.content.source_episode_ids:
         facts = episode_facts(db, episode_id)
@@ -305,7 +328,7 @@ def sources(db: Database, record_id: str) -> list[SourceView]:
                 episode_id,
                 _iso(facts.typed_at),
                 facts.source_kind.value,
-                facts.text if quotable else None,
+                facts.text if quotable and facts.source_kind is SourceKind.USER_STATEMENT else None,
             )
         )
     return out

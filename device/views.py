@@ -87,6 +87,14 @@ class RecordView:
     derived_from: tuple[str, ...] = ()
     context_text: str | None = None  # the sentence that gave it its subject
     relations: tuple[RelationNote, ...] = ()  # how it relates to earlier records, and why
+    # Who produced the words (``protocol.provenance``): user, source, assistant, import.
+    producer: str | None = None
+    source: str | None = None  # in words: "a web page (pay.example)"; None for the user's
+    source_reference: str | None = None  # the source's full reference (URL, message, file)
+    users_words: bool = False  # a sentence the user typed: the only kind quoted as theirs
+    verified_by: str | None = None  # "user" or "sources" when verified
+    waits_because: tuple[str, ...] = ()  # a candidate's reasons to wait, in words
+    confirm_warning: str | None = None  # shown before a confirmation needs a second step
 
     @property
     def lifecycle_state(self) -> LifecycleState:

@@ -3,7 +3,9 @@
 Invariants: ``compute`` is a pure function of the record and the time it is asked
 at; its formula is versioned (``FORMULA_VERSION``) and every stored value carries the
 version it was computed with; test vectors in ``tests/golden/confidence`` pin each
-version. Two observations from the same source count as one. Confidence never widens
+version. Two observations from the same source count as one. "You told me" is shown
+only for what the user said or verified themselves; a record verified by independent
+sources shows that it was, and that the user has not confirmed it. Confidence never widens
 authority: it is only ever used to make the assistant ask anyway.
 """
 
@@ -15,6 +17,7 @@ from datetime import datetime
 from enum import StrEnum
 
 from protocol.model import EpistemicState, LifecycleState, RecordContent, SourceKind
+from protocol.provenance import verified_by_user
 
 FORMULA_VERSION = "conf-v1"
 THRESHOLD = 0.6  # "I think so" at or above, "I'm not sure" below
@@ -35,6 +38,7 @@ class ConfidenceClass(StrEnum):
     NOT_SURE = "I'm not sure"
     SOURCE_NOT_VERIFIED = "I saw it in a source, not verified"
     IMPORTED_NOT_VERIFIED = "Imported, not verified"
+    CORROBORATED = "Seen in independent sources, not confirmed by you"
 
 
 @dataclass(frozen=True, slots=True)
@@ -68,8 +72,12 @@ def compute(content: RecordContent, lifecycle: LifecycleState, now: datetime) ->
     """The score and the class the user sees."""
     value = score(content, now)
     state = content.epistemic_state
-    if state in (EpistemicState.SAID, EpistemicState.VERIFIED):
+    if state is EpistemicState.SAID:
         return Confidence(value, ConfidenceClass.YOU_TOLD_ME)
+    if state is EpistemicState.VERIFIED:
+        if verified_by_user(content):
+            return Confidence(value, ConfidenceClass.YOU_TOLD_ME)
+        return Confidence(value, ConfidenceClass.CORROBORATED)
     if lifecycle is LifecycleState.CANDIDATE:
         if content.source_kind is SourceKind.IMPORT:
             return Confidence(value, ConfidenceClass.IMPORTED_NOT_VERIFIED)

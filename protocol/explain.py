@@ -1,8 +1,11 @@
 """ "How do you know this?": a sentence built from the record's evidence and sources.
 
 Invariants: the answer is built only from the record's fields (evidence, source
-episodes, state, relation notes), never from free reasoning; an inference is never
-described as something the user said, and only said/verified text is quoted; a
+episodes, state, provenance, verification, relation notes), never from free reasoning;
+an inference, a source's claim, an import or a rule is never described as something the
+user said, and only a sentence the user typed (its provenance) is quoted, and only from
+episodes the user typed (never an app's behaviour event); a confirmation says who
+confirmed it (you, or independent sources); a
 forgotten source or related record is named as forgotten, never quoted.
 """
 
@@ -11,10 +14,19 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import datetime
+from typing import assert_never
 
 from protocol.confidence import ConfidenceClass
-from protocol.model import EpistemicState, RecordContent, SourceKind, StatementRelation
-from protocol.presentation import QUOTABLE, minute
+from protocol.model import (
+    Layer,
+    Producer,
+    RecordContent,
+    SourceKind,
+    StatementRelation,
+    VerifiedBy,
+)
+from protocol.presentation import minute
+from protocol.provenance import is_users_words, provenance_of, source_words, verification_of
 
 SOURCE_WORDS = {
     SourceKind.USER_STATEMENT: "what you said",
@@ -40,13 +52,13 @@ def _words(known: Known | None) -> str:
         return "an earlier record"
     if known.content is None:
         return "a record that was permanently forgotten"
-    if known.content.epistemic_state in QUOTABLE:
+    if is_users_words(known.content):
         return f'"{known.content.text}"'
     return f"a record that was not your words ({known.content.epistemic_state.value})"
 
 
 def _relation(content: RecordContent, kind: StatementRelation, when: str, other: str) -> str:
-    said = f'"{content.text}"' if content.epistemic_state in QUOTABLE else "this record"
+    said = f'"{content.text}"' if is_users_words(content) else "this record"
     if kind is StatementRelation.CORRECTION:
         return f"You corrected this on {when}: {said} replaces {other}"
     if kind is StatementRelation.ADDITION:
@@ -69,6 +81,38 @@ def relation_sentences(content: RecordContent, related: Mapping[str, Known]) -> 
     return out
 
 
+def _confirmed(at: datetime | None) -> str:
+    return f"You confirmed this on {minute(at)}." if at is not None else "You confirmed this."
+
+
+def _not_said(content: RecordContent, producer: Producer, where: str) -> list[str]:
+    """Who produced words that are not the user's, with the evidence they rest on."""
+    evidence = content.evidence
+    span = (
+        f", observed between {evidence.first_observed.date().isoformat()} and "
+        f"{evidence.last_observed.date().isoformat()}"
+        if evidence.first_observed and evidence.last_observed
+        else ""
+    )
+    match producer:
+        case Producer.SOURCE | Producer.IMPORT:
+            verb = "imported this from" if producer is Producer.IMPORT else "saw this in"
+            return [f"I {verb} {where}{span}. These are not your words."]
+        case Producer.ASSISTANT | Producer.USER:
+            state = content.epistemic_state
+            word = {"observed": "saw", "inferred": "inferred", "hypothesis": "guessed"}.get(
+                state.value, "took"
+            )
+            supporting = round(evidence.ratio * evidence.count)
+            return [
+                f"I {word} this from {SOURCE_WORDS[content.source_kind]}: {supporting} of "
+                f"{evidence.count} distinct source(s) support it{span}. "
+                "It is not something you said."
+            ]
+        case unknown:
+            assert_never(unknown)
+
+
 def explain(
     content: RecordContent,
     shown: ConfidenceClass,
@@ -79,6 +123,7 @@ def explain(
     superseded: bool = False,
     related: Mapping[str, Known] | None = None,
     replaced_by: Known | None = None,
+    episode_kinds: Mapping[str, SourceKind] | None = None,
 ) -> str:
     """The answer to "How do you know this?" for one record version.
 
@@ -88,36 +133,34 @@ def explain(
     the newer record that supersedes it, when ``superseded``.
     """
     parts: list[str] = []
-    state = content.epistemic_state
-    if state in (EpistemicState.SAID, EpistemicState.VERIFIED):
+    origin = provenance_of(content)
+    verified = verification_of(content)
+    kinds = episode_kinds or {}
+    if origin.producer is Producer.USER:
         quoted = [
             f'on {found[0].date().isoformat()} you wrote: "{found[1]}"'
             for e in content.source_episode_ids
             if (found := episodes.get(e)) is not None
+            and kinds.get(e, SourceKind.USER_STATEMENT) is SourceKind.USER_STATEMENT
         ]
-        if state is EpistemicState.VERIFIED:
-            parts.append("You confirmed this.")
+        if verified is not None and verified.by is VerifiedBy.USER:
+            parts.append(_confirmed(verified.at))
         if quoted:
             parts.append("You told me so: " + "; ".join(quoted) + ".")
-        elif state is EpistemicState.SAID:
+        else:
             parts.append("You told me so; the conversation it came from was forgotten.")
     else:
-        evidence = content.evidence
-        word = {"observed": "saw", "inferred": "inferred", "hypothesis": "guessed"}.get(
-            state.value, state.value
-        )
-        supporting = round(evidence.ratio * evidence.count)
-        parts.append(
-            f"I {word} this from {SOURCE_WORDS[content.source_kind]}: {supporting} of "
-            f"{evidence.count} distinct source(s) support it"
-            + (
-                f", observed between {evidence.first_observed.date().isoformat()} and "
-                f"{evidence.last_observed.date().isoformat()}"
-                if evidence.first_observed and evidence.last_observed
-                else ""
+        parts.extend(_not_said(content, origin.producer, source_words(origin)))
+        if content.layer is Layer.BEHAVIOUR_RULE and verified is not None:
+            when = f" on {minute(verified.at)}" if verified.at is not None else ""
+            parts.append(f"You accepted this rule{when}.")
+        elif verified is not None and verified.by is VerifiedBy.USER:
+            parts.append(_confirmed(verified.at))
+        elif verified is not None:
+            origins = ", ".join(verified.sources) or "more than one source"
+            parts.append(
+                f"Independent sources say the same ({origins}); you have not confirmed it."
             )
-            + ". It is not something you said."
-        )
         if content.alternatives:
             readings = "; ".join(a.text for a in content.alternatives)
             parts.append(f"It could also mean: {readings}.")

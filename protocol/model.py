@@ -200,6 +200,44 @@ class RelationNote(WireModel):
     at: UtcDatetime  # when the newer statement was said
 
 
+class Producer(StrEnum):
+    """Who produced a record's words (its provenance), apart from how it is known."""
+
+    USER = "user"  # a sentence the user typed in a conversation, verbatim
+    SOURCE = "source"  # a web page, email, document, invite, agent, tool or connected source
+    ASSISTANT = "assistant"  # the assistant wrote it: an observation, inference or proposed rule
+    IMPORT = "import"  # a package or dump the user imported
+
+
+MediumName = Annotated[str, Field(pattern=r"^[a-z][a-z0-9_]{0,39}$")]
+
+
+class Provenance(WireModel):
+    """Where a record's words came from: typed by the user in conversation X at time T;
+    a source (its medium and reference); the assistant; an import."""
+
+    producer: Producer
+    medium: MediumName | None = None  # web_page, email, ... for a source; the app for behaviour
+    reference: SourceId | None = None  # the source's URL, message id or file; the import's name
+    conversation_id: ConversationId | None = None  # where the user typed it
+    at: UtcDatetime | None = None  # typed, seen, imported or inferred at
+
+
+class VerifiedBy(StrEnum):
+    """Who made a record *verified*: the user, or independent sources."""
+
+    USER = "user"
+    SOURCES = "sources"
+
+
+class Verification(WireModel):
+    """How a verified record was verified, kept apart from who produced its words."""
+
+    by: VerifiedBy
+    at: UtcDatetime | None = None
+    sources: Annotated[list[SourceId], Field(max_length=64)] = []  # the independent origins
+
+
 class Alternative(WireModel):
     """Another plausible reading of the same evidence."""
 
@@ -280,6 +318,10 @@ class RecordContent(WireModel):
     context_text: Annotated[Text | None, Field(exclude_if=lambda v: v is None)] = None
     context_said_at: Annotated[UtcDatetime | None, Field(exclude_if=lambda v: v is None)] = None
     relations: Annotated[list[RelationNote], Field(max_length=64, exclude_if=lambda v: not v)] = []
+    # Who produced the words (``protocol.provenance``); absent in content written before
+    # the field, whose provenance is read from its source kind and state.
+    provenance: Annotated[Provenance | None, Field(exclude_if=lambda v: v is None)] = None
+    verification: Annotated[Verification | None, Field(exclude_if=lambda v: v is None)] = None
 
     @model_validator(mode="before")
     @classmethod

@@ -1,25 +1,29 @@
 """How a record is shown: every line labelled with its epistemic state.
 
-Invariants: only *said* and *verified* records are quoted as the user's words, dated
-to the minute and verbatim; anything else is labelled as what it is and never as a
-quote. A record that took its subject from the user's previous sentence (its
-``context_text``) is shown with both sentences, each verbatim and dated, and both are
-quoted only when the record is. Every line carries content type, epistemic state,
-confidence class and any conflict flag. Record text is made inert: no line break,
-control character or angle bracket survives (escaped as ``\\n``, ``\\uXXXX``), and
-inside a quote a double quote is escaped, so a record's text can neither end its
-quote nor its line nor a data block around it.
+Invariants: a record is quoted as the user's words ("you wrote", dated to the minute,
+verbatim) if and only if its provenance says the user typed it
+(``protocol.provenance``); anything else says who produced the words (a source with
+its medium and reference, an import, the assistant), who verified it (you, or
+independent sources) or that it is a rule you accepted, and is marked "not your
+words", never quoted. A record that took its subject from the user's previous sentence
+(its ``context_text``) is shown with both sentences, each verbatim and dated, and both
+are quoted only when the record is. Every line carries content type, epistemic state
+(a verified one says by whom), confidence class and any conflict flag. Record text is
+made inert: no line break, control character or angle bracket survives (escaped as
+``\\n``, ``\\uXXXX``), and inside a quote a double quote is escaped, so a record's
+text can neither end its quote nor its line nor a data block around it.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 from datetime import UTC, datetime
+from typing import assert_never
 
 from protocol.confidence import ConfidenceClass
-from protocol.model import EpistemicState, RecordContent
+from protocol.model import Layer, Producer, RecordContent, VerifiedBy
+from protocol.provenance import is_users_words, provenance_of, source_words, verification_of
 
-QUOTABLE = frozenset({EpistemicState.SAID, EpistemicState.VERIFIED})
 _ESCAPES = {"\\": "\\\\", "\n": "\\n", "\r": "\\r", "\t": "\\t", "<": "\\u003c", ">": "\\u003e"}
 
 # The flags of a line when nothing more precise is known (a view outside a data block).
@@ -58,36 +62,79 @@ def minute(moment: datetime) -> str:
     return f"{m.date().isoformat()} at {m:%H:%M}"
 
 
-def present(
-    text: str,
-    state: EpistemicState,
-    said_on: datetime,
-    *,
-    context: str | None = None,
-    context_said_on: datetime | None = None,
+def _follow_up(
+    quote: str, said_on: datetime, context: str | None, context_said_on: datetime | None
 ) -> str:
-    """The body of a line: a dated quote for the user's words, a labelled line otherwise.
+    if context is None:
+        return f'On {minute(said_on)} you wrote: "{quote}"'
+    first = context_said_on or said_on
+    if context_said_on is None:
+        then = "then"
+    elif day(first) == day(said_on):
+        then = f"then at {_utc(said_on):%H:%M}"
+    else:
+        then = f"then on {minute(said_on)}"
+    return f'On {minute(first)} you wrote: "{inert(context, quoted=True)}" {then}: "{quote}"'
 
-    With ``context`` (the user's previous sentence that gave this one its subject) both
-    sentences are shown, the earlier first, each dated to the minute:
+
+def state_label(content: RecordContent) -> str:
+    """The epistemic state as a line's label: *verified* says by whom."""
+    verified = verification_of(content)
+    if verified is None:
+        return content.epistemic_state.value
+    return "verified by you" if verified.by is VerifiedBy.USER else "corroborated by sources"
+
+
+def _not_users(content: RecordContent, said_on: datetime) -> str:
+    """The body of a line whose words are not the user's: who produced them, and who
+    (if anyone) verified them, then the text, unquoted."""
+    origin = provenance_of(content)
+    verified = verification_of(content)
+    rule = content.layer is Layer.BEHAVIOUR_RULE
+    where = source_words(origin)
+    when = verified.at if verified is not None and verified.at is not None else said_on
+    if rule and verified is not None and verified.by is VerifiedBy.USER:
+        head = f"[rule you accepted, not your words] You accepted this rule on {minute(when)}"
+    elif rule:
+        head = f"[proposed rule, not your words] I propose this rule from {where}"
+    elif verified is not None and verified.by is VerifiedBy.USER:
+        head = (
+            f"[verified by you, not your words] You confirmed this from {where} on {minute(when)}"
+        )
+    elif verified is not None:
+        origins = ", ".join(inert(o) for o in verified.sources[:3]) or where
+        count = max(len(verified.sources), 2)
+        head = (
+            f"[corroborated, not your words] Seen in {count} independent sources ({origins}), "
+            "not confirmed by you"
+        )
+    else:
+        state = content.epistemic_state.value
+        match origin.producer:
+            case Producer.SOURCE | Producer.IMPORT:
+                head = f"[{state}, not your words] From {where}, seen {day(said_on)}"
+            case Producer.ASSISTANT | Producer.USER:
+                head = f"[{state}, not your words] I took this from {where}"
+            case unknown:
+                assert_never(unknown)
+    body = f"{head}: {inert(content.text)}"
+    if content.context_text is not None:
+        body += f" (following: {inert(content.context_text)})"
+    return body
+
+
+def present(content: RecordContent, said_on: datetime) -> str:
+    """The body of a line: a dated quote for a sentence the user typed, a labelled line
+    naming who produced the words otherwise.
+
+    With ``context_text`` (the user's previous sentence that gave this one its subject)
+    both sentences are shown, the earlier first, each dated to the minute:
     ``On 2026-12-01 at 14:02 you wrote: "…" then at 14:03: "…"``.
     """
-    if state in QUOTABLE:
-        quote = inert(text, quoted=True)
-        if context is None:
-            return f'On {minute(said_on)} you wrote: "{quote}"'
-        first = context_said_on or said_on
-        if context_said_on is None:
-            then = "then"
-        elif day(first) == day(said_on):
-            then = f"then at {_utc(said_on):%H:%M}"
-        else:
-            then = f"then on {minute(said_on)}"
-        return f'On {minute(first)} you wrote: "{inert(context, quoted=True)}" {then}: "{quote}"'
-    body = f"[{state.value}, not your words] {inert(text)}"
-    if context is not None:
-        body += f" (following: {inert(context)})"
-    return body
+    if is_users_words(content):
+        quote = inert(content.text, quoted=True)
+        return _follow_up(quote, said_on, content.context_text, content.context_said_at)
+    return _not_users(content, said_on)
 
 
 def labelled_line(
@@ -101,12 +148,6 @@ def labelled_line(
     content type, epistemic state, confidence class and the flags (conflict, outdated,
     current) in brackets."""
     kind = content.custom_type.name if content.custom_type else content.content_type.value
-    labels = [kind, content.epistemic_state.value, shown.value, *flags]
-    body = present(
-        content.text,
-        content.epistemic_state,
-        said_on,
-        context=content.context_text,
-        context_said_on=content.context_said_at,
-    )
+    labels = [kind, state_label(content), shown.value, *flags]
+    body = present(content, said_on)
     return f"{body}  [{' | '.join(labels)}]"

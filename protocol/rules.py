@@ -27,7 +27,8 @@ from dataclasses import dataclass, field, replace
 from datetime import datetime
 from typing import Any, assert_never
 
-from protocol import behaviour, relating, statements, strongauth, subjects
+from protocol import behaviour, provenance, relating, statements, strongauth, subjects
+from protocol.instructions import instruction_shape
 from protocol.lifecycle import Move, Op, Refusal, basis_of, transition
 from protocol.model import (
     ArtifactKind,
@@ -44,6 +45,8 @@ from protocol.model import (
     StatementRelation,
     TimeKind,
     UsageRestriction,
+    Verification,
+    VerifiedBy,
 )
 from protocol.operations import (
     AddArtifact,
@@ -531,6 +534,21 @@ def _records_saying(text: str, facts: Facts) -> list[str]:
     ]
 
 
+def _provenanced(content: RecordContent, facts: Facts) -> RecordContent:
+    """``content`` with the provenance the rules establish (whatever the op claimed):
+    the user's only for a said record whose words ``_said`` checked verbatim."""
+    held = facts.episodes or {}
+    sources = {
+        e: (found.source_kind, found.source_id)
+        for e in content.source_episode_ids
+        if (found := held.get(e)) is not None
+    }
+    made = provenance.establish(content, sources)
+    if content.provenance == made:
+        return content
+    return content.model_copy(update={"provenance": made})
+
+
 def _statement(content: RecordContent) -> statements.Statement:
     """A record's statement; an explicit subject key is its holder and attribute."""
     read = relating.statement_of(content.text, content.context_text)
@@ -653,7 +671,7 @@ def _remember(op: Remember, facts: Facts) -> Decision:
         subject=op.subject,
         said_at=said.typed_at or op.made_at,
     )
-    content = _with_context(content, op.conversation_id, facts)
+    content = _provenanced(_with_context(content, op.conversation_id, facts), facts)
     relations, conflicts, content = _relations(op.record_id, content, facts, op.made_at)
     if conflicts:
         content = _with_conflicts(content, conflicts)
@@ -771,7 +789,7 @@ def _infer(op: Infer, facts: Facts) -> Decision:
     content = content.model_copy(
         update={"expected_end": _default_end(content.time_kind, content.expected_end, op.made_at)}
     )
-    content = _with_context(content, content.conversation_id, facts)
+    content = _provenanced(_with_context(content, content.conversation_id, facts), facts)
     relations, conflicts, content = _relations(op.record_id, content, facts, op.made_at)
     if conflicts:
         content = _with_conflicts(content, conflicts)
@@ -807,7 +825,7 @@ def _consolidate(op: Consolidate, facts: Facts) -> Decision:
         if isinstance(said, Refuse):
             return said
         content = content.model_copy(update={"said_at": said.typed_at or op.made_at})
-    content = _with_context(content, content.conversation_id, facts)
+    content = _provenanced(_with_context(content, content.conversation_id, facts), facts)
     content = content.model_copy(
         update={"expected_end": _default_end(content.time_kind, content.expected_end, op.made_at)}
     )
@@ -827,7 +845,7 @@ def _consolidate(op: Consolidate, facts: Facts) -> Decision:
                 f"record {op.record_id} exists and is not the consolidator's own derived "
                 "record; the consolidator refreshes only what it derived",
             )
-        content = _still_waiting(existing.content, content)
+        content = _provenanced(_still_waiting(existing.content, content), facts)
         lifecycle = (
             existing.lifecycle
             if existing.lifecycle is not LifecycleState.ACTIVE
@@ -906,6 +924,13 @@ def _corroborate(op: Corroborate, facts: Facts) -> Decision:
             RefusalCode.NOT_ALLOWED,
             f"record {op.record_id}: an import is not independent evidence",
         )
+    shape = instruction_shape(content.text)
+    if shape is not None:
+        return Refuse(
+            RefusalCode.NOT_ALLOWED,
+            f"record {op.record_id}: {shape}; instruction-shaped external content becomes "
+            "active only when you confirm it, never by corroboration",
+        )
     new_source = episode.source_id or f"user:{episode.conversation_id}"
     known_sources = {o.source_id for o in content.evidence.observations}
     for source_episode in content.source_episode_ids:
@@ -917,6 +942,14 @@ def _corroborate(op: Corroborate, facts: Facts) -> Decision:
             RefusalCode.NOT_ALLOWED,
             f"record {op.record_id}: {new_source!r} is a source it already rests on; "
             "two pieces of evidence from the same source count as one",
+        )
+    origins = {provenance.origin_of(s) for s in known_sources}
+    origin = provenance.origin_of(new_source)
+    if origin in origins:
+        return Refuse(
+            RefusalCode.NOT_ALLOWED,
+            f"record {op.record_id}: {new_source[:80]!r} comes from {origin[:80]!r}, the "
+            "origin it already rests on; evidence from one sender or site is not independent",
         )
     observation = Observation(
         source_id=new_source,
@@ -931,6 +964,10 @@ def _corroborate(op: Corroborate, facts: Facts) -> Decision:
             "epistemic_state": EpistemicState.VERIFIED,
             "evidence": evidence,
             "source_episode_ids": [*content.source_episode_ids, op.episode_id][-64:],
+            "provenance": provenance.provenance_of(content),
+            "verification": Verification(
+                by=VerifiedBy.SOURCES, at=op.made_at, sources=sorted({*origins, origin})[:64]
+            ),
         }
     )
     return _next_version(record, updated, move.to, EffectKind.CORROBORATED)
@@ -972,7 +1009,12 @@ def _revise_rule(op: ReviseRule, facts: Facts) -> Decision:
     if problem is not None:
         return Refuse(RefusalCode.NOT_ALLOWED, f"record {op.record_id}: {problem}")
     content = record.content.model_copy(
-        update={"text": op.text, "epistemic_state": EpistemicState.VERIFIED}
+        update={
+            "text": op.text,
+            "epistemic_state": EpistemicState.VERIFIED,
+            "provenance": provenance.provenance_of(record.content),
+            "verification": Verification(by=VerifiedBy.USER, at=op.made_at),
+        }
     )
     return _next_version(record, content, move.to, EffectKind.RULE_REVISED)
 
@@ -1041,9 +1083,10 @@ def _correct(op: Correct, facts: Facts) -> Decision:
             # typed in conversation, not written in the background: the user's word,
             # which the lifecycle's basis reads (``protocol.lifecycle.basis_of``)
             "background": False,
+            "verification": None,
         }
     )
-    content = _with_context(content, op.conversation_id, facts)
+    content = _provenanced(_with_context(content, op.conversation_id, facts), facts)
     accepted = _next_version(record, content, move.to, EffectKind.CORRECTED)
     if not facts.concurrent_versions:
         return accepted
@@ -1105,7 +1148,13 @@ def _confirm(op: Confirm, facts: Facts) -> Decision:
                 RefusalCode.NOT_ALLOWED,
                 f"record {op.record_id}: external content can never become a behaviour rule",
             )
-    content = record.content.model_copy(update={"epistemic_state": EpistemicState.VERIFIED})
+    content = record.content.model_copy(
+        update={
+            "epistemic_state": EpistemicState.VERIFIED,
+            "provenance": provenance.provenance_of(record.content),
+            "verification": Verification(by=VerifiedBy.USER, at=op.made_at),
+        }
+    )
     return _next_version(record, content, move.to, EffectKind.CONFIRMED)
 
 

@@ -12,8 +12,11 @@ Invariants:
   (``tokens.claim_record_id``), so the same claim from anywhere lands on one record:
   from a second, different source the record is corroborated (``Corroborate``: the
   rules make it active and verified); from the same source again the rules refuse it
-  ("same source counts once") and it stays a candidate. A claim already active is left
-  alone; a forgotten claim's id is a skeleton, so the claim is never written again.
+  ("same source counts once") and it stays a candidate. An instruction-shaped claim
+  (``protocol.instructions``: payments, accounts, credentials, imperatives, always/never
+  rules) is never corroborated: only the user's confirmation makes it active. A claim
+  already active is left alone; a forgotten claim's id is a skeleton, so the claim is
+  never written again.
 - Op ids are keyed per (episode, claim): re-planning the same item gives the same ids.
 """
 
@@ -23,6 +26,7 @@ from cloud.consolidator.plan import BY, Context, Plan
 from cloud.consolidator.tokens import claim_key, claim_record_id
 from cloud.store.base import WorkItemRow
 from protocol.consolidation.extract import Hints
+from protocol.instructions import instruction_shape
 from protocol.model import (
     ContentType,
     EpistemicState,
@@ -98,6 +102,7 @@ def _claim(
         existing.lifecycle is LifecycleState.CANDIDATE
         and content is not None
         and content.source_kind in EXTERNAL_KINDS
+        and instruction_shape(sentence) is None  # only the user makes an instruction true
     ):
         # a second piece of evidence: the rules count it only from a different source
         return Corroborate(

@@ -7,8 +7,8 @@ Invariants:
   line 2 (said 2026-07-01 at 09:30)", "OUTDATED: replaced by line 1"), so the model
   never has to compare dates. The current statement comes before what it replaced; the
   two sides of a conflict name each other's line.
-- Only said/verified records are quoted, dated to the minute and verbatim
-  (``presentation.present``).
+- Only sentences the user typed are quoted, dated to the minute and verbatim
+  (``presentation.present`` reads ``protocol.provenance``).
 - The block is data, never instruction: record text is escaped so it holds no line
   break and no angle bracket, so no text can close the block or open another; the
   markers carry a nonce derived from the escaped content, which no text can predict.
@@ -23,7 +23,8 @@ from datetime import datetime
 from protocol import timeline
 from protocol.confidence import ConfidenceClass, compute
 from protocol.errors import StepOrderError
-from protocol.presentation import CONFLICT, QUOTABLE, labelled_line, minute
+from protocol.presentation import CONFLICT, labelled_line, minute
+from protocol.provenance import is_users_words
 from protocol.retrieval.steps import Scored, Selected
 from protocol.retrieval.task import Candidate, Relation
 
@@ -86,7 +87,7 @@ def _said_on(c: Candidate) -> datetime:
 def _when(c: Candidate) -> str:
     """ "said" only of the user's own words; anything else was only recorded then."""
     assert c.content is not None
-    return "said" if c.content.epistemic_state in QUOTABLE else "recorded"
+    return "said" if is_users_words(c.content) else "recorded"
 
 
 def _lines(numbers: list[int]) -> str:
