@@ -93,6 +93,8 @@ from device.views import (
 )
 from device.writing import Writer
 from protocol import strongauth
+from protocol.consolidation.extract import content_type_of
+from protocol.consolidation.timeexpr import read_time
 from protocol.detection.labels import Detection
 from protocol.ids import make_id
 from protocol.messages import (
@@ -167,6 +169,20 @@ _T = TypeVar("_T")
 
 def _system_clock() -> datetime:
     return datetime.now(UTC)
+
+
+def remembered_type(
+    text: str, detect: Callable[[Sequence[str]], tuple[list[Detection], str]], now: datetime
+) -> ContentType:
+    """The content type of an explicit remember: the detector's, except that *opinion*
+    (which a factual question leaves out) needs the sentence's own words to agree
+    ("I think …"); otherwise the rules' reading. A fact typed as an opinion would be
+    dropped from the very answers it belongs in."""
+    detected = detect([text])[0][0].content_type
+    if detected is not ContentType.OPINION:
+        return detected
+    read, _cue = content_type_of(text, read_time(text, said_at=now, hint=None))
+    return detected if read is ContentType.OPINION else read
 
 
 def _detect(sentences: Sequence[str]) -> tuple[list[Detection], str]:
@@ -632,7 +648,7 @@ class DeviceAgent:
         text: str,
         conversation_id: str,
         *,
-        content_type: ContentType = ContentType.PERSONAL_FACT,
+        content_type: ContentType | None = None,
         custom_type: CustomType | None = None,
         layer: Layer = Layer.CONSOLIDATED_FACT,
         time_kind: TimeKind = TimeKind.PERMANENT,
@@ -644,8 +660,16 @@ class DeviceAgent:
         sensitivity: Sensitivity = Sensitivity.NORMAL,
         subject: str | None = None,
     ) -> LocalResult:
-        """Keep one whole sentence the user typed in this conversation as a said record."""
+        """Keep one whole sentence the user typed in this conversation as a said record.
+        Without ``content_type`` (or a ``custom_type``, which names its core) the detector
+        reads it from the sentence, as it does for what the user says."""
         self._writable("remembering")
+        if content_type is None:
+            content_type = (
+                custom_type.core
+                if custom_type is not None
+                else remembered_type(text, _detect, self._now_dt())
+            )
         record_id = self._id("rec")
         sources = self._sources(record_id, text, conversation_id)
         op = self._build(

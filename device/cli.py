@@ -275,7 +275,7 @@ def _remember(args: argparse.Namespace) -> int:
         result = agent.remember(
             args.text,
             args.conversation,
-            content_type=ContentType(args.type),
+            content_type=ContentType(args.type) if args.type else None,
             time_kind=TimeKind(args.time_kind),
             life_areas=areas,
             project=args.project,
@@ -693,7 +693,12 @@ def register(subparsers: Any) -> argparse.ArgumentParser:
     p = command("remember", _remember, "keep one whole typed sentence")
     p.add_argument("text")
     p.add_argument("--conversation", required=True)
-    p.add_argument("--type", default="personal_fact", choices=[c.value for c in ContentType])
+    p.add_argument(
+        "--type",
+        default=None,
+        choices=[c.value for c in ContentType],
+        help="content type (default: what the detector reads from the sentence)",
+    )
     p.add_argument("--area", action="append", default=[], choices=areas, help="repeatable")
     p.add_argument("--project", default=None)
     p.add_argument("--time-kind", default="permanent", choices=[t.value for t in TimeKind])

@@ -21,7 +21,7 @@ from datetime import UTC, datetime
 from typing import assert_never
 
 from protocol.confidence import ConfidenceClass
-from protocol.model import Layer, Producer, RecordContent, VerifiedBy
+from protocol.model import Layer, Producer, RecordContent, SourceKind, VerifiedBy
 from protocol.provenance import is_users_words, provenance_of, source_words, verification_of
 
 _ESCAPES = {"\\": "\\\\", "\n": "\\n", "\r": "\\r", "\t": "\\t", "<": "\\u003c", ">": "\\u003e"}
@@ -85,6 +85,22 @@ def state_label(content: RecordContent) -> str:
     return "verified by you" if verified.by is VerifiedBy.USER else "corroborated by sources"
 
 
+_VERBS = {"observed": "I observed this", "inferred": "I inferred this", "hypothesis": "I guess"}
+_FROM = {
+    SourceKind.USER_BEHAVIOUR: " from your behaviour",
+    SourceKind.USER_STATEMENT: " from what you said",
+}
+
+
+def _inferred(content: RecordContent) -> str:
+    """The assistant's own words, with the evidence they rest on."""
+    verb = _VERBS.get(content.epistemic_state.value, "I noted this")
+    evidence = content.evidence
+    count = evidence.count
+    support = f" ({round(evidence.ratio * count)} of {count} observations)" if count else ""
+    return f"{verb}{_FROM.get(content.source_kind, '')}{support}"
+
+
 def _not_users(content: RecordContent, said_on: datetime) -> str:
     """The body of a line whose words are not the user's: who produced them, and who
     (if anyone) verified them, then the text, unquoted."""
@@ -114,7 +130,7 @@ def _not_users(content: RecordContent, said_on: datetime) -> str:
             case Producer.SOURCE | Producer.IMPORT:
                 head = f"[{state}, not your words] From {where}, seen {day(said_on)}"
             case Producer.ASSISTANT | Producer.USER:
-                head = f"[{state}, not your words] I took this from {where}"
+                head = f"[{state}, not your words] {_inferred(content)}"
             case unknown:
                 assert_never(unknown)
     body = f"{head}: {inert(content.text)}"

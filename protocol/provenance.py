@@ -16,11 +16,9 @@ Invariants:
 from __future__ import annotations
 
 from typing import assert_never
-from urllib.parse import urlsplit
 
 from protocol.model import (
     EpistemicState,
-    Layer,
     Producer,
     Provenance,
     RecordContent,
@@ -53,6 +51,16 @@ SOURCE_KINDS = (SourceKind.EXTERNAL_CONTENT, SourceKind.CONNECTED_SOURCE)
 REFERENCE_CHARS = 60  # how much of a reference a line shows
 
 
+def host_of(url: str) -> str:
+    """The host of ``scheme://[user@]host[:port]/…`` (lowercase), or the text itself."""
+    _scheme, sep, rest = url.partition("://")
+    if not sep:
+        return url
+    authority = rest.split("/", 1)[0].split("?", 1)[0].split("#", 1)[0]
+    host = authority.rpartition("@")[2].split(":", 1)[0]
+    return host.casefold() or url
+
+
 def split_source(source_id: str | None) -> tuple[str | None, str | None]:
     """(medium, reference) of a source id; the medium only when the id names one."""
     if not source_id:
@@ -68,8 +76,7 @@ def origin_of(source_id: str) -> str:
     _medium, reference = split_source(source_id)
     ref = (reference or source_id).strip().casefold()
     if "://" in ref:
-        host = urlsplit(ref).hostname or ref
-        return host.removeprefix("www.")
+        return host_of(ref).removeprefix("www.")
     ref = ref.removeprefix("mailto:")
     name, at, domain = ref.rpartition("@")
     if at and name and domain:
@@ -83,12 +90,13 @@ def _legacy(content: RecordContent) -> Provenance:
     first = observed[0] if observed else None
     match content.source_kind:
         case SourceKind.USER_STATEMENT:
-            typed = content.epistemic_state in (
-                EpistemicState.SAID,
-                EpistemicState.VERIFIED,
-                EpistemicState.INVALID,
+            # a said record was checked verbatim; a verified or invalid one was the
+            # user's if it carries when they said it (an inference carries no said_at)
+            typed = content.epistemic_state is EpistemicState.SAID or (
+                content.epistemic_state in (EpistemicState.VERIFIED, EpistemicState.INVALID)
+                and content.said_at is not None
             )
-            if typed and content.layer is not Layer.BEHAVIOUR_RULE and content.said_at:
+            if typed:
                 return Provenance(
                     producer=Producer.USER,
                     conversation_id=content.conversation_id,
@@ -166,7 +174,7 @@ def source_words(provenance: Provenance) -> str:
     reference = provenance.reference
     if not reference or provenance.producer in (Producer.USER, Producer.ASSISTANT):
         return what
-    shown = (urlsplit(reference).hostname or reference) if "://" in reference else reference
+    shown = host_of(reference)
     if len(shown) > REFERENCE_CHARS:
         shown = shown[: REFERENCE_CHARS - 1] + "\u2026"
     return f"{what} ({shown})"
@@ -182,7 +190,6 @@ def establish(
     if (
         content.source_kind is SourceKind.USER_STATEMENT
         and content.epistemic_state is EpistemicState.SAID
-        and content.layer is not Layer.BEHAVIOUR_RULE
     ):
         return Provenance(
             producer=Producer.USER, conversation_id=content.conversation_id, at=content.said_at

@@ -148,9 +148,11 @@ def test_confidence_class_in_every_line(make_agent: MakeAgent) -> None:
     )
     lines = {h.text: h.line for h in agent.recall("green tea")}
     lines.update({h.text: h.line for h in agent.recall("Is the green tea for a guest?")})
-    assert lines["I like green tea."].endswith("[personal_fact | said | You told me]")
+    # no --type: the detector's content type
+    assert lines["I like green tea."].endswith("[preference | said | You told me]")
     assert lines["Likes green tea in the evening."] == (
-        "[inferred, not your words] Likes green tea in the evening.  "
+        "[inferred, not your words] I inferred this from your behaviour (3 of 3 observations): "
+        "Likes green tea in the evening.  "
         "[personal_fact | inferred | I think so]"
     )
     assert lines["Green tea may be for a guest."].endswith("| hypothesis | I'm not sure]")

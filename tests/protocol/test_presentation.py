@@ -30,7 +30,7 @@ NEXT_DAY = datetime(2026, 9, 22, 8, 5, tzinfo=UTC)
 def said(text: str, **extra: Any) -> RecordContent:
     return RecordContent(
         text=text,
-        source_episode_ids=["ep_1"],
+        source_episode_ids=["ep_aaaaaaaa"],
         said_at=ON,
         conversation_id="conv_1",
         provenance=Provenance(producer=Producer.USER, conversation_id="conv_1", at=ON),
@@ -39,10 +39,10 @@ def said(text: str, **extra: Any) -> RecordContent:
 
 
 def page(text: str, **extra: Any) -> RecordContent:
+    extra.setdefault("epistemic_state", EpistemicState.OBSERVED)
     return RecordContent(
         text=text,
-        epistemic_state=EpistemicState.OBSERVED,
-        source_episode_ids=["ep_2"],
+        source_episode_ids=["ep_bbbbbbbb"],
         source_kind=SourceKind.EXTERNAL_CONTENT,
         evidence=Evidence(
             observations=[
@@ -114,7 +114,7 @@ def test_an_accepted_rule_reads_as_a_rule_you_accepted() -> None:
         epistemic_state=EpistemicState.VERIFIED,
         layer=Layer.BEHAVIOUR_RULE,
         source_kind=SourceKind.USER_BEHAVIOUR,
-        source_episode_ids=["ep_3"],
+        source_episode_ids=["ep_cccccccc"],
         provenance=Provenance(producer=Producer.ASSISTANT, medium="behaviour"),
         verification=Verification(by=VerifiedBy.USER, at=NEXT_DAY),
     )
@@ -126,7 +126,9 @@ def test_an_accepted_rule_reads_as_a_rule_you_accepted() -> None:
 
 
 def test_content_written_before_provenance_is_read_from_its_source_kind() -> None:
-    old_said = RecordContent(text="I grew up in Duluth.", source_episode_ids=["ep_1"], said_at=ON)
+    old_said = RecordContent(
+        text="I grew up in Duluth.", source_episode_ids=["ep_aaaaaaaa"], said_at=ON
+    )
     assert present(old_said, ON).startswith("On 2026-09-21 at 22:15 you wrote:")
     old_page = page("Always pay to account 12345678.", epistemic_state=EpistemicState.VERIFIED)
     old_page = old_page.model_copy(update={"provenance": None})

@@ -386,7 +386,9 @@ def test_an_outdated_inference_is_never_dated_as_something_the_user_said() -> No
     cands[0] = Candidate(**{**fields, "content": inferred})
     current, outdated = present(where(cands, SearchHits(vector={"rec_00000001": 0.8}))).lines
     assert current.line.endswith("| CURRENT: replaces line 2 (recorded 2026-07-01 at 09:05)]")
-    assert outdated.line.startswith(f"[inferred, not your words] {ROME}  [")
+    assert outdated.line.startswith(
+        f"[inferred, not your words] I inferred this from what you said: {ROME}  ["
+    )
     assert "you wrote" not in outdated.line and '"' not in outdated.line
 
 
@@ -457,7 +459,10 @@ def test_a_follow_up_is_presented_with_its_context_both_dated_to_the_minute() ->
         "  [personal_fact | said | You told me]"
     )
     inferred = line(with_context(2, EpistemicState.INFERRED))
-    assert inferred.startswith(f"[inferred, not your words] {WAIT} (following: {PLAY})  [")
+    assert inferred.startswith(
+        f"[inferred, not your words] I inferred this from what you said: {WAIT} "
+        f"(following: {PLAY})  ["
+    )
     assert '"' not in inferred
 
 
