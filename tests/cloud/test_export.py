@@ -145,7 +145,7 @@ def test_the_package_holds_every_section_field_by_field(service: CloudService, o
     header, items, totals = read(package_text)
     assert header.export_id == "exp_aaaaaaaa01" and header.space_id == sp
     assert header.exported_at == START and header.includes_sensitive
-    assert package.schema_version == 1 and package.format == "memsync-export"
+    assert package.schema_version == 2 and package.format == "memsync-export"
 
     # records: the whole chain, opened, with the record's state
     (corrected, candidate_rule) = package.records
