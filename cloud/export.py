@@ -10,6 +10,9 @@ Invariants:
 - Sections come in ``Section`` order. A record that is not permanently forgotten is
   exported with its whole version chain opened; a forgotten one as its skeleton only
   (id and when); an episode whose key a forget names is left out (it is forgotten).
+- Every exported record version states who produced its words and who verified it
+  (``ExportedVersion.of``: the content's own fields, or, for content written before it
+  held them, what ``protocol.provenance`` reads from it): the package is schema 2.
 - A record with a sensitive class in any version goes to the sensitive section only,
   and so does every episode such a record names as a source; with
   ``include_sensitive=False`` both are left out entirely, and so are those episodes'
@@ -201,7 +204,7 @@ class PackageBuilder:
             what, deks[row.key_id], "record", record_id, row.version, row.sealed_content,
             RecordContent,
         )  # fmt: skip
-        return ExportedVersion(
+        return ExportedVersion.of(  # with who produced the words and who verified them
             version=row.version,
             supersedes=row.supersedes,
             recorded_at=row.recorded_at,

@@ -23,6 +23,9 @@ Invariants:
   after the cloud's sensitive episodes, and skeletons of its forgotten device-only
   records after the cloud's skeletons. Left out with the sensitive section; never
   added twice if the cloud already sent one.
+- The package file is always the current schema version (2): a cloud that still sends
+  version 1 is read as version 2 (``read_package``), and the device-only record versions
+  carry their provenance and verification as the cloud's do (``ExportedVersion.of``).
 """
 
 from __future__ import annotations
@@ -162,7 +165,7 @@ def _record_of(db: Database, row: Any) -> ExportedRecord:
                 f"read on this device ({exc})"
             ) from exc
         versions.append(
-            ExportedVersion(
+            ExportedVersion.of(
                 version=int(version["version"]),
                 supersedes=version["supersedes"],
                 recorded_at=_when(version["recorded_at"]),

@@ -4,7 +4,9 @@ Invariants:
 - A package is read whole, refused or accepted before anything is written: a file
   that is not a file or not readable, larger than ``MAX_PACKAGE_BYTES`` (checked by
   its size before reading and again while reading), not UTF-8, not JSON, holding a key
-  twice, nested too deeply, not a memsync package, of another schema version, invalid
+  twice, nested too deeply, not a memsync package, of a schema version it does not
+  read (it reads 1 and 2; a version-1 package as version 2, ``protocol.export.versions``),
+  invalid
   for the package's models, with totals that disagree, or already imported (the
   ledger) raises an ``ImportRefused`` naming the file and the reason, and changes
   nothing.
@@ -47,7 +49,8 @@ from device.errors import (
 from device.views import ImportReport, LocalResult
 from protocol.errors import PackageError
 from protocol.export.importing import ImportPlan, operations, plan_import
-from protocol.export.package import FORMAT, PACKAGE_SCHEMA_VERSION, ExportPackage
+from protocol.export.package import FORMAT, ExportPackage
+from protocol.export.versions import check_version, known_versions, upgrade_package
 from protocol.operations import AddEpisode, AnyOperation
 
 MAX_PACKAGE_BYTES = 64 * 1024 * 1024
@@ -123,14 +126,20 @@ def parse_package(path: Path, data: bytes) -> ExportPackage:
             path, f"it is JSON but not a memsync export package (format is not {FORMAT!r})"
         )
     version = raw.get("schema_version")
-    if version != PACKAGE_SCHEMA_VERSION:
+    try:
+        check_version(version)
+    except PackageError as exc:
         raise PackageVersionUnsupported(
             path,
-            f"it has schema version {version!r}; this memsync reads schema version "
-            f"{PACKAGE_SCHEMA_VERSION} only",
-        )
+            f"it has schema version {version!r}; this memsync reads schema versions "
+            f"{known_versions()}",
+        ) from exc
     try:
+        if version == 1:
+            raw = upgrade_package(raw)  # read as the version-2 package it would have been
         return ExportPackage.model_validate(raw)
+    except PackageError as exc:
+        raise PackageInvalid(path, str(exc)) from exc
     except RecursionError:
         raise PackageMalformed(path, "its JSON is nested too deeply to read") from None
     except ValidationError as exc:

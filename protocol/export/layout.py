@@ -10,6 +10,9 @@ Invariants:
   its model; a line out of place, an item of the wrong shape, a section out of order,
   an unknown schema version, or totals that disagree with what was read raise
   ``PackageError`` naming the line and the reason. Reading stops at the first error.
+- ``read_package`` reads every version of ``READABLE_SCHEMA_VERSIONS``: a version-1
+  package's header and records are read as version 2 (``protocol.export.versions``), so
+  what it yields is always the current models, whatever version was read.
 """
 
 from __future__ import annotations
@@ -24,12 +27,12 @@ from protocol.errors import PackageError
 from protocol.export.package import (
     FORMAT,
     ITEM_MODELS,
-    PACKAGE_SCHEMA_VERSION,
     SENSITIVE_SECTIONS,
     PackageHeader,
     Section,
     Totals,
 )
+from protocol.export.versions import RECORD_SECTIONS, check_version, upgrade_header, upgrade_record
 from protocol.wire import WireModel
 
 MAX_LINE_BYTES = 8 * 1024 * 1024  # one item; a record's whole chain stays well below
@@ -141,8 +144,9 @@ class _Reader:
         return line
 
 
-def read_header(line: str) -> PackageHeader:
-    """The header of a package from its first line (``PackageError`` if it is not one)."""
+def read_header(line: str) -> tuple[int, PackageHeader]:
+    """The schema version a package was written in, and its header (as the current
+    version), from its first line (``PackageError`` if it is not one)."""
     text = line.strip()
     if not text.endswith(","):
         raise PackageError("line 1 of the package is not a memsync export header")
@@ -150,19 +154,17 @@ def read_header(line: str) -> PackageHeader:
         raw = json.loads(text[:-1] + "}")
     except json.JSONDecodeError as exc:
         raise PackageError(f"line 1 of the package is not a JSON header: {exc}") from exc
-    return check_header(raw)
+    header = check_header(raw)
+    return int(raw["schema_version"]), header  # check_header read it: 1 or 2
 
 
 def check_header(raw: object) -> PackageHeader:
-    """Validate a package's opening fields, the schema version first."""
+    """Validate a package's opening fields, the schema version first; a header of an
+    older version that is read is read as the current version."""
     if not isinstance(raw, dict) or raw.get("format") != FORMAT:
         raise PackageError(f"this is not a memsync export package (format is not {FORMAT!r})")
-    version = raw.get("schema_version")
-    if version != PACKAGE_SCHEMA_VERSION:
-        raise PackageError(
-            f"the package has schema version {version!r}; this memsync reads version "
-            f"{PACKAGE_SCHEMA_VERSION} only"
-        )
+    if check_version(raw.get("schema_version")) == 1:
+        raw = upgrade_header(raw)
     fields = {k: raw.get(k) for k in PackageHeader.model_fields if k in raw}
     try:
         return PackageHeader.model_validate(fields)
@@ -172,11 +174,18 @@ def check_header(raw: object) -> PackageHeader:
         raise PackageError(f"package header field {where!r}: {first['msg']}") from exc
 
 
+def _json(text: str) -> object:
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise PackageError(f"it is not JSON: {exc}") from exc
+
+
 def read_package(lines: Iterable[str]) -> Iterator[PackageHeader | Item | Totals]:
     """The header, then every item in order, then the totals (checked against what was
     read). Raises ``PackageError`` at the first thing out of place."""
     r = _Reader(lines)
-    header = read_header(r.next("the header"))
+    version, header = read_header(r.next("the header"))
     yield header
     counts = dict.fromkeys(Section, 0)
     for section in Section:
@@ -197,7 +206,12 @@ def read_package(lines: Iterable[str]) -> Iterator[PackageHeader | Item | Totals
             if not text.startswith("{"):
                 raise r.fail(f"expected an item of section {section.value} or {closing!r}")
             try:
-                item = model.model_validate_json(text)
+                if version == 1 and section in RECORD_SECTIONS:
+                    item = model.model_validate(upgrade_record(_json(text)))
+                else:
+                    item = model.model_validate_json(text)
+            except PackageError as exc:
+                raise r.fail(f"item {counts[section]} of section {section.value}: {exc}") from exc
             except ValidationError as exc:
                 first = exc.errors()[0]
                 where = ".".join(str(p) for p in first["loc"]) or "(item)"

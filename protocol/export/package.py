@@ -5,6 +5,14 @@ Invariants:
   committed JSON Schema (``docs/export-package.schema.json``) is generated from them
   (``protocol.export.schema``) and a test fails when the two disagree.
 - ``schema_version`` is in every package; a reader refuses a version it does not know.
+  Writers write ``PACKAGE_SCHEMA_VERSION`` (2); readers read every version of
+  ``READABLE_SCHEMA_VERSIONS``, a version-1 package as the version-2 package it would
+  have been (``protocol.export.versions``).
+- Every exported record version says who produced its words (``provenance``) and, when
+  it is verified, who verified it (``verification``: the user, or independent sources),
+  beside its content, which is exactly the content as sealed. When the content holds
+  either field itself the two agree; content written before the fields existed holds
+  neither, and the exporter read them from it (``protocol.provenance``).
 - A package holds no secret: no credential, token, key, proof or enrollment code
   exists in any model here, so none can be exported.
 - A permanently forgotten record is exported as its skeleton only (id, state, when).
@@ -17,6 +25,7 @@ Invariants:
 from __future__ import annotations
 
 from collections import Counter
+from datetime import datetime
 from enum import StrEnum
 from typing import Annotated, Literal
 
@@ -25,18 +34,23 @@ from pydantic import Field, model_validator
 from protocol.ids import DeviceId, RecordId, SpaceId
 from protocol.model import (
     Episode,
+    EpistemicState,
     LifecycleState,
     ProjectName,
+    Provenance,
     RecordContent,
     Sensitivity,
     Skeleton,
     SourceId,
     UsageRestriction,
+    Verification,
 )
+from protocol.provenance import provenance_of, verification_of
 from protocol.wire import UtcDatetime, WireModel
 
 FORMAT: Literal["memsync-export"] = "memsync-export"
-PACKAGE_SCHEMA_VERSION: Literal[1] = 1
+PACKAGE_SCHEMA_VERSION: Literal[2] = 2  # the version every writer writes
+READABLE_SCHEMA_VERSIONS = (1, 2)  # the versions a reader reads (1 through ``versions``)
 EXPORT_ID_PATTERN = r"^exp_[a-z0-9]{8,64}$"
 ExportId = Annotated[str, Field(pattern=EXPORT_ID_PATTERN)]
 MAX_VERSIONS = 10_000
@@ -62,12 +76,75 @@ SENSITIVE_SECTIONS = (Section.SENSITIVE_RECORDS, Section.SENSITIVE_EPISODES)
 
 
 class ExportedVersion(WireModel):
-    """One version of a record's chain, opened."""
+    """One version of a record's chain, opened: its content exactly as sealed, and beside
+    it who produced the words and who verified them (null when the version is not
+    verified), always stated, whatever the content holds (schema 2 on)."""
 
     version: Annotated[int, Field(ge=1)]
     supersedes: Annotated[int, Field(ge=1)] | None = None
     recorded_at: UtcDatetime
     content: RecordContent
+    provenance: Annotated[
+        Provenance,
+        Field(
+            description="Who produced the version's words: the content's own provenance, or, "
+            "for content written before it held one, read from its source kind, state and "
+            "evidence. Producer user means a sentence the user typed."
+        ),
+    ]
+    verification: Annotated[
+        Verification | None,
+        Field(
+            description="Who made the version verified: the user (confirmed it) or "
+            "independent sources (corroborated it, not confirmed by the user); null when "
+            "the version is not verified."
+        ),
+    ]
+
+    @classmethod
+    def of(
+        cls,
+        *,
+        version: int,
+        recorded_at: datetime,
+        content: RecordContent,
+        supersedes: int | None = None,
+    ) -> ExportedVersion:
+        """The version with its provenance and verification: the content's own, or, for
+        content written before it held them, read from it (``protocol.provenance``)."""
+        return cls(
+            version=version,
+            supersedes=supersedes,
+            recorded_at=recorded_at,
+            content=content,
+            provenance=provenance_of(content),
+            verification=verification_of(content),
+        )
+
+    @model_validator(mode="after")
+    def _stated(self) -> ExportedVersion:
+        content = self.content
+        if content.provenance is not None and content.provenance != self.provenance:
+            raise ValueError(
+                f"version {self.version}: its provenance differs from the one its content holds"
+            )
+        verified = content.epistemic_state is EpistemicState.VERIFIED
+        if verified and self.verification is None:
+            raise ValueError(f"version {self.version} is verified but does not say who verified it")
+        if not verified and self.verification is not None:
+            raise ValueError(
+                f"version {self.version} is {content.epistemic_state.value}, not verified, "
+                "but has a verification"
+            )
+        if (
+            verified
+            and content.verification is not None
+            and content.verification != self.verification
+        ):
+            raise ValueError(
+                f"version {self.version}: its verification differs from the one its content holds"
+            )
+        return self
 
 
 class ExportedRecord(WireModel):
@@ -148,7 +225,7 @@ class PackageHeader(WireModel):
     """What opens a package."""
 
     format: Literal["memsync-export"] = FORMAT
-    schema_version: Literal[1] = PACKAGE_SCHEMA_VERSION
+    schema_version: Literal[2] = PACKAGE_SCHEMA_VERSION
     export_id: ExportId
     exported_at: UtcDatetime
     space_id: SpaceId

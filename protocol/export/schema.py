@@ -1,7 +1,9 @@
 """The package's JSON Schema, generated from the models (committed in docs/).
 
-Invariant: ``docs/export-package.schema.json`` is exactly ``package_schema_json()``;
-a test fails when a model changes and the committed schema does not.
+Invariants: ``docs/export-package.schema.json`` is exactly ``package_schema_json()``
+(the current version, 2); a test fails when a model changes and the committed schema
+does not. The schema of each older version a reader still reads is frozen beside it
+(``docs/export-package.v1.schema.json``) and never regenerated.
 """
 
 from __future__ import annotations

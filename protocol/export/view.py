@@ -4,12 +4,21 @@ Invariants: the view is made from the same items as the JSON, in one pass and fl
 memory, and shows every item of every section (nothing the JSON holds is hidden
 from the person reading it). Text from the package is escaped, so no stored word can
 become a heading, a link, markup or HTML in the view.
+
+Every record version says who produced its words and who verified it, from the
+version's ``provenance`` and ``verification``: "you wrote this" only when the producer
+is the user (a sentence the user typed); a source by its medium and reference; an
+import; the assistant's inference. A version verified by independent sources says so,
+and that the user did not confirm it; only one the user confirmed says "you confirmed".
 """
 
 from __future__ import annotations
 
 import re
 from collections.abc import Iterable, Iterator
+from datetime import datetime
+from typing import assert_never
+from urllib.parse import urlsplit
 
 from protocol.export.layout import Item
 from protocol.export.package import (
@@ -17,12 +26,14 @@ from protocol.export.package import (
     ExportedDevice,
     ExportedProject,
     ExportedRecord,
+    ExportedVersion,
     PackageHeader,
     Section,
     TaskEntry,
     Totals,
 )
-from protocol.model import Episode, Skeleton
+from protocol.model import Episode, Producer, Provenance, Skeleton, Verification, VerifiedBy
+from protocol.provenance import MEDIUM_WORDS, REFERENCE_CHARS
 
 _SPECIAL = re.compile(r"([\\`*_{}\[\]()#+\-.!|<>~])")
 
@@ -49,6 +60,59 @@ def _when(value: object) -> str:
     return value.isoformat() if hasattr(value, "isoformat") else "—"
 
 
+def _day(value: datetime | None) -> str:
+    return value.date().isoformat() if value is not None else ""
+
+
+def _reference(reference: str) -> str:
+    """A source's reference as a line shows it: a URL's host, else the reference, cut."""
+    shown = (urlsplit(reference).hostname or reference) if "://" in reference else reference
+    if len(shown) > REFERENCE_CHARS:
+        shown = shown[: REFERENCE_CHARS - 1] + "\u2026"
+    return escape(shown)
+
+
+def produced(p: Provenance) -> str:
+    """Who produced the words: "you wrote this ..." only for the user's own sentence."""
+    day = f" on {_day(p.at)}" if p.at is not None else ""
+    match p.producer:
+        case Producer.USER:
+            where = f" in conversation `{p.conversation_id}`" if p.conversation_id else ""
+            return f"you wrote this{where}{day}"
+        case Producer.SOURCE:
+            medium = MEDIUM_WORDS.get(p.medium or "external", "external content")
+            ref = f" ({_reference(p.reference)})" if p.reference else ""
+            seen = f", seen{day}" if day else ""
+            return f"from {medium}{ref}{seen}"
+        case Producer.IMPORT:
+            ref = f" from {_reference(p.reference)}" if p.reference else ""
+            return f"imported{ref}{day}"
+        case Producer.ASSISTANT:
+            behaviour = " from your behaviour" if p.medium == "behaviour" else ""
+            return f"inferred by the assistant{behaviour}"
+        case unknown:
+            assert_never(unknown)
+
+
+def verified(v: Verification | None) -> str:
+    """Who verified it: the user ("you confirmed"), or independent sources (not the user)."""
+    if v is None:
+        return "not verified"
+    day = f" on {_day(v.at)}" if v.at is not None else ""
+    match v.by:
+        case VerifiedBy.USER:
+            return f"you confirmed it{day}"
+        case VerifiedBy.SOURCES:
+            origins = f" ({', '.join(escape(o) for o in v.sources)})" if v.sources else ""
+            return f"corroborated by independent sources{origins}{day}, not confirmed by you"
+        case unknown:
+            assert_never(unknown)
+
+
+def _who(v: ExportedVersion) -> str:
+    return f"{produced(v.provenance)}; verification: {verified(v.verification)}"
+
+
 def _record(r: ExportedRecord) -> Iterator[str]:
     current = r.current.content
     areas = ", ".join(a.value for a in current.life_areas)
@@ -56,11 +120,15 @@ def _record(r: ExportedRecord) -> Iterator[str]:
         f"- **{escape(current.text)}**  \n"
         f"  {current.content_type.value}, {current.epistemic_state.value}, "
         f"{r.lifecycle_state.value}; areas: {areas}; sensitivity: {current.sensitivity.value}; "
-        f"source: {current.source_kind.value}; id `{r.id}`, version {r.current_version}\n"
+        f"source: {current.source_kind.value}; id `{r.id}`, version {r.current_version}  \n"
+        f"  Provenance: {_who(r.current)}.\n"
     )
     for v in r.versions:
         if v.version != r.current_version:
-            yield f"  - version {v.version} ({_when(v.recorded_at)}): {escape(v.content.text)}\n"
+            yield (
+                f"  - version {v.version} ({_when(v.recorded_at)}): {escape(v.content.text)} "
+                f"(provenance: {_who(v)})\n"
+            )
 
 
 def _line(item: object) -> Iterator[str]:
@@ -105,6 +173,8 @@ def render_markdown(events: Iterable[PackageHeader | Item | Totals]) -> Iterator
                     if event.includes_sensitive
                     else "Sensitive classes were left out.\n"
                 )
+                + "\nEach record says who produced its words (only a sentence you typed is "
+                "marked as written by you) and who verified it: you, or independent sources.\n"
             )
         elif isinstance(event, Item):
             if event.section is not current:

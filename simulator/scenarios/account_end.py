@@ -15,7 +15,7 @@ import tempfile
 from pathlib import Path
 
 from device.errors import AccountEnded, Refused
-from protocol.export.package import ExportPackage
+from protocol.export.package import PACKAGE_SCHEMA_VERSION, ExportPackage
 from simulator.cloud_runner import RunningCloud
 from simulator.fleet import Fleet
 from simulator.forensics import (
@@ -84,7 +84,7 @@ def _play(fleet: Fleet, report: ScenarioReport, emit: Emit) -> None:
     report.check(
         "the package holds the whole memory in the open schema, with a readable view",
         texts == sorted([KEPT, SECRET])
-        and package.schema_version == 1
+        and package.schema_version == PACKAGE_SCHEMA_VERSION
         and "I keep bees on the roof\\." in result.view_path.read_text(),
         f"records: {texts}; totals: {package.totals.model_dump()}",
     )

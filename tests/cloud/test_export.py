@@ -33,6 +33,7 @@ from protocol.export.stream import StreamAborted, open_stream
 from protocol.export.view import render_markdown
 from protocol.messages import AccountKeyRequest, AckRequest, ExportRequest, KeyDestruction
 from protocol.model import Layer, LifecycleState, Sensitivity, SourceKind
+from protocol.provenance import provenance_of, verification_of
 from protocol.strongauth import prove_export
 from tests.cloud.conftest import (
     SENTENCE,
@@ -145,7 +146,7 @@ def test_the_package_holds_every_section_field_by_field(service: CloudService, o
     header, items, totals = read(package_text)
     assert header.export_id == "exp_aaaaaaaa01" and header.space_id == sp
     assert header.exported_at == START and header.includes_sensitive
-    assert package.schema_version == 1 and package.format == "memsync-export"
+    assert package.schema_version == 2 and package.format == "memsync-export"
 
     # records: the whole chain, opened, with the record's state
     (corrected, candidate_rule) = package.records
@@ -154,6 +155,18 @@ def test_the_package_holds_every_section_field_by_field(service: CloudService, o
     assert [v.supersedes for v in corrected.versions] == [None, 1]
     assert corrected.lifecycle_state is LifecycleState.ACTIVE and corrected.created_at == START
     assert corrected.versions[0].content.source_episode_ids == ["ep_aaaaaaaa01"]
+    # schema 2: each version says who produced its words and who verified it
+    raw = json.loads(package_text)
+    assert all(
+        {"provenance", "verification"} <= v.keys()
+        for section in (raw["records"], raw["behaviour_rules"], raw["sensitive"]["records"])
+        for r in section
+        for v in r["versions"]
+    )
+    for r in package.all_records():
+        for v in r.versions:
+            assert v.provenance == provenance_of(v.content)
+            assert v.verification == verification_of(v.content)
     # a behaviour rule the user has not accepted is a record like any other
     assert candidate_rule.id == "rec_aaaaaaaa04"
     assert candidate_rule.lifecycle_state is LifecycleState.CANDIDATE

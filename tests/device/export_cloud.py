@@ -67,7 +67,7 @@ def _record(
     content_type: ContentType = ContentType.PERSONAL_FACT,
 ) -> ExportedRecord:
     versions = [
-        ExportedVersion(
+        ExportedVersion.of(
             version=n,
             supersedes=n - 1 if n > 1 else None,
             recorded_at=T0 if n == 1 else T1,

@@ -222,9 +222,9 @@ def _refusals(tmp_path: Path) -> Iterator[tuple[str, Path, type[ImportRefused], 
     yield "list", write(tmp_path, "[1, 2]", "g.json"), NotAPackage, "not a memsync export package"
     yield (
         "version",
-        write(tmp_path, edited(good, schema_version=2), "h.json"),
+        write(tmp_path, edited(good, schema_version=3), "h.json"),
         PackageVersionUnsupported,
-        "schema version 2; this memsync reads schema version 1",
+        "schema version 3; this memsync reads schema versions 1 and 2",
     )
     raw = json.loads(good)
     raw["records"][0]["owner"] = "someone else"
@@ -397,3 +397,33 @@ def test_a_push_to_the_real_cloud_keeps_imports_candidates(
         assert laptop.agent.rules() == [] and phone.agent.rules() == []
     finally:
         fleet.close()
+
+
+# --- a version-1 package (written before schema 2) still imports ---------------------
+
+V1_PACKAGE = Path(__file__).resolve().parents[1] / "golden" / "export" / "package-v1.json"
+
+
+def test_a_committed_version_1_package_still_imports_and_nothing_is_quoted_as_yours(
+    make_agent: MakeAgent, tmp_path: Path
+) -> None:
+    """Written by main 2921609 (schema 1); its records 1 to 3 and 9 were the user's own
+    typed sentences in the exported space. Imported, every record is an import: a
+    candidate "imported, not verified", never quoted as "you wrote"."""
+    assert json.loads(V1_PACKAGE.read_text())["schema_version"] == 1
+    agent = make_agent()
+    report = agent.import_package(V1_PACKAGE)
+    assert len(report.record_ids) == 9
+    views = {v.record_id: v for v in agent.what_do_you_know()}
+    assert set(views) == set(report.record_ids)
+    assert "I live in Oslo." in {v.text for v in views.values()}
+    for record_id, view in views.items():
+        assert (view.lifecycle, view.confidence, view.source_kind) == (
+            "candidate", IMPORTED, "import",
+        )  # fmt: skip
+        assert view.producer == "import" and not view.users_words
+        assert view.verified_by is None
+        assert "you wrote" not in (view.line or "")
+        assert "you wrote" not in agent.explain(record_id)
+    with pytest.raises(PackageAlreadyImported):
+        agent.import_package(V1_PACKAGE)

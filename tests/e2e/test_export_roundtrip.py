@@ -120,7 +120,12 @@ def test_export_then_import_into_a_fresh_account_gives_the_same_content_as_candi
         # one JSON package in the open schema, and its human-readable view beside it
         text = result.package_path.read_text()
         package = ExportPackage.model_validate_json(text)
-        assert json.loads(text)["schema_version"] == 1
+        assert json.loads(text)["schema_version"] == 2
+        assert all(
+            v["provenance"]["producer"] in ("user", "source", "assistant", "import")
+            for r in json.loads(text)["records"]
+            for v in r["versions"]
+        )
         assert (
             result.view_path.exists() and "I grew up in Duluth\\." in result.view_path.read_text()
         )

@@ -62,7 +62,7 @@ def record(
     """A record whose versions hold ``contents`` (oldest first); each content names at
     least ``text`` and ``source_episode_ids``."""
     versions = [
-        ExportedVersion(
+        ExportedVersion.of(
             version=i,
             supersedes=i - 1 if i > 1 else None,
             recorded_at=EXPORTED_AT - timedelta(days=20 - i),

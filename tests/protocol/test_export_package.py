@@ -4,6 +4,7 @@ committed JSON Schema."""
 from __future__ import annotations
 
 import json
+import re
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
@@ -57,7 +58,7 @@ def record(n: int, text: str = "I grew up in Duluth.", **content: object) -> Exp
         lifecycle_state=LifecycleState.ACTIVE,
         created_at=AT,
         current_version=1,
-        versions=[ExportedVersion(version=1, recorded_at=AT, content=body)],
+        versions=[ExportedVersion.of(version=1, recorded_at=AT, content=body)],
     )
 
 
@@ -146,10 +147,17 @@ def test_a_dropped_item_is_caught_by_the_totals() -> None:
         list(read_package(spliced))
 
 
-def test_an_unknown_schema_version_is_refused_by_name() -> None:
+@pytest.mark.parametrize("version", ["3", "0", '"2"', "null", "true", "2.5"])
+def test_an_unknown_schema_version_is_refused_by_name(version: str) -> None:
     text = "".join(write_package(header(), sample_items()))
-    with pytest.raises(PackageError, match="schema version 2; this memsync reads version 1"):
-        list(read_package(text.replace('"schema_version":1', '"schema_version":2').splitlines()))
+    assert '"schema_version":2,' in text
+    changed = text.replace('"schema_version":2', f'"schema_version":{version}', 1)
+    shown = {"null": "None", "true": "True", '"2"': "'2'"}.get(version, version)
+    with pytest.raises(
+        PackageError,
+        match=rf"schema version {re.escape(shown)}; this memsync reads schema versions 1 and 2",
+    ):
+        list(read_package(changed.splitlines()))
 
 
 def test_an_item_with_an_unknown_field_is_refused_naming_the_line() -> None:
@@ -188,8 +196,8 @@ def test_any_records_round_trip_through_the_layout(bodies: list[RecordContent], 
             created_at=AT,
             current_version=2,
             versions=[
-                ExportedVersion(version=1, recorded_at=AT, content=body),
-                ExportedVersion(
+                ExportedVersion.of(version=1, recorded_at=AT, content=body),
+                ExportedVersion.of(
                     version=2, supersedes=1, recorded_at=AT + timedelta(days=1), content=body
                 ),
             ],
@@ -227,7 +235,9 @@ def test_the_committed_json_schema_is_the_models_schema() -> None:
 
 def test_the_schema_names_its_version_and_every_section() -> None:
     schema = json.loads(package_schema_json())
-    assert schema["properties"]["schema_version"]["const"] == 1
+    assert schema["properties"]["schema_version"]["const"] == 2
+    version = schema["$defs"]["ExportedVersion"]
+    assert {"provenance", "verification"} <= set(version["required"])
     for section in (
         "records",
         "behaviour_rules",
