@@ -232,7 +232,12 @@ def test_cli_waiting_says_why_and_confirming_words_not_yours_takes_a_second_step
 
     # anything but "confirm" at the prompt: refused by name, nothing changed
     asked: list[str] = []
-    monkeypatch.setattr("builtins.input", lambda prompt: asked.append(prompt) or "y")
+
+    def answer_y(prompt: str) -> str:
+        asked.append(prompt)
+        return "y"
+
+    monkeypatch.setattr("builtins.input", answer_y)
     code, out, err = run(capsys, "confirm", brother)
     assert code == 2
     assert "Source: an import (notes.txt)" in out and "Full reference: notes.txt" in out
