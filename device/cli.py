@@ -5,7 +5,11 @@ Invariants: every command names its device directory (``--dir``, default
 ``$MEMSYNC_PASSPHRASE`` or a prompt (never an argument, so it stays out of shell
 history); the account passphrase likewise (``$MEMSYNC_ACCOUNT_PASSPHRASE`` or a
 prompt); errors print one clear line on stderr and exit 2, without a traceback;
-``forget`` is permanent and asks for confirmation unless ``--yes``; ``export`` checks
+``forget`` is permanent and asks for confirmation unless ``--yes``; ``confirm`` of words
+that are not the user's (a source, an import) or read as an instruction prints the
+source and a plain warning and confirms only after a second step (typing ``confirm``,
+or ``--from-source-ok``), otherwise exits 2 with nothing changed; ``waiting`` prints
+why each item waits; ``export`` checks
 its output directory before asking anything and needs the account passphrase;
 ``delete-account`` requires ``--yes`` and the account passphrase; ``ui`` serves the
 inspector on 127.0.0.1 only and prints its one link; every write
@@ -264,7 +268,53 @@ def _learned(args: argparse.Namespace) -> int:
 
 def _waiting(args: argparse.Namespace) -> int:
     with _open(args) as agent:
-        _views(args, agent.waiting_for_confirmation(), "Nothing is waiting for you.")
+        views = agent.waiting_for_confirmation()
+        lines = []
+        for v in views:
+            lines.append(_view_line(v))
+            lines += [f"  waits because: {why}" for why in v.waits_because]
+            if v.confirm_warning is not None:
+                lines.append(
+                    f"  confirming it takes a second step: `confirm {v.record_id}` shows "
+                    "where it comes from and asks again"
+                )
+        _emit(args, [dataclasses.asdict(v) for v in views],
+              "\n".join(lines) or "Nothing is waiting for you.")  # fmt: skip
+    return 0
+
+
+FROM_SOURCE_FLAG = "--from-source-ok"
+SECOND_STEP_WORD = "confirm"
+
+
+def _confirm(args: argparse.Namespace) -> int:
+    """Confirm a candidate; one whose words are not the user's (or read as an
+    instruction) first shows its source and the warning and asks again, unless
+    ``--from-source-ok``."""
+    with _open(args) as agent:
+        view = next((v for v in agent.what_do_you_know() if v.record_id == args.record_id), None)
+        if view is not None and view.confirm_warning is not None and view.lifecycle == "candidate":
+            lines = [f"{args.record_id}: {view.line or view.text}"]
+            if view.source:
+                lines.append(f"Source: {view.source}")
+            if view.source_reference:
+                lines.append(f"Full reference: {view.source_reference}")
+            lines.append(view.confirm_warning)
+            print("\n".join(lines), file=sys.stderr if args.json else sys.stdout)
+            if not args.from_source_ok:
+                where = f" from {view.source}" if view.source else ""
+                refusal = (
+                    f"not confirmed; {args.record_id} was not changed (to confirm it{where}, "
+                    f"type '{SECOND_STEP_WORD}' at the prompt or run again with "
+                    f"{FROM_SOURCE_FLAG})"
+                )
+                try:
+                    answer = input(f"Confirm it{where}? Type '{SECOND_STEP_WORD}': ")
+                except EOFError:
+                    raise CliError(refusal) from None
+                if answer.strip().lower() != SECOND_STEP_WORD:
+                    raise CliError(refusal)
+        _result(args, agent.confirm(args.record_id))
     return 0
 
 
@@ -755,10 +805,20 @@ def register(subparsers: Any) -> argparse.ArgumentParser:
     for name, method, help_text in (
         ("dont-use", "dont_use", "know it, but don't use it (reversible)"),
         ("use-again", "use_again", "use a record again"),
-        ("confirm", "confirm", "confirm a candidate: it becomes active and verified"),
     ):
         p = command(name, _record_command(method), help_text)
         p.add_argument("record_id")
+    p = command(
+        "confirm", _confirm,
+        "confirm a candidate: it becomes active and verified (words that are not yours: "
+        "shows the source and a warning, and asks again)",
+    )  # fmt: skip
+    p.add_argument("record_id")
+    p.add_argument(
+        FROM_SOURCE_FLAG, dest="from_source_ok", action="store_true",
+        help="the second step, for scripts: confirm words that come from a source or an "
+        "import, or read as an instruction, without asking",
+    )  # fmt: skip
     p = command("only-use-for", _only_use_for, "only use a record for one area or project")
     p.add_argument("record_id")
     target = p.add_mutually_exclusive_group(required=True)

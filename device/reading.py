@@ -16,7 +16,7 @@ from __future__ import annotations
 from contextlib import suppress
 from dataclasses import dataclass, replace
 from datetime import datetime
-from typing import Any
+from typing import Any, assert_never
 
 from device import catalog, store
 from device.db import Database
@@ -28,9 +28,22 @@ from protocol.confidence import ConfidenceClass, compute
 from protocol.errors import SealError
 from protocol.explain import Known
 from protocol.explain import explain as explain_sentence
-from protocol.model import EpistemicState, LifecycleState, Producer, RecordContent, SourceKind
+from protocol.model import (
+    EpistemicState,
+    LifecycleState,
+    Producer,
+    Provenance,
+    RecordContent,
+    SourceKind,
+)
 from protocol.presentation import CONFLICT, OUTDATED, labelled_line
-from protocol.provenance import is_users_words, provenance_of, source_words, verification_of
+from protocol.provenance import (
+    is_users_words,
+    provenance_of,
+    source_words,
+    split_source,
+    verification_of,
+)
 from protocol.waiting import confirm_warning, waiting_reasons
 
 FORGOTTEN = LifecycleState.FORGOTTEN.value
@@ -329,9 +342,31 @@ def sources(db: Database, record_id: str) -> list[SourceView]:
                 _iso(facts.typed_at),
                 facts.source_kind.value,
                 facts.text if quotable and facts.source_kind is SourceKind.USER_STATEMENT else None,
+                source=episode_source(facts.source_kind, facts.source_id),
             )
         )
     return out
+
+
+def episode_source(kind: SourceKind, source_id: str | None) -> str:
+    """What a source episode is, in words (never its text)."""
+    match kind:
+        case SourceKind.USER_STATEMENT:
+            return "what you typed"
+        case SourceKind.USER_BEHAVIOUR:
+            return "an app's behaviour event" + (f" ({source_id})" if source_id else "")
+        case SourceKind.EXTERNAL_CONTENT | SourceKind.CONNECTED_SOURCE:
+            medium, reference = split_source(source_id)
+            if medium is None:
+                connected = kind is SourceKind.CONNECTED_SOURCE
+                medium = "connected_source" if connected else "external"
+            return source_words(
+                Provenance(producer=Producer.SOURCE, medium=medium, reference=reference)
+            )
+        case SourceKind.IMPORT:
+            return source_words(Provenance(producer=Producer.IMPORT, reference=source_id))
+        case unknown:
+            assert_never(unknown)
 
 
 def due_questions(db: Database, now: datetime) -> list[tuple[str, str]]:

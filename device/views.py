@@ -136,14 +136,18 @@ class VersionView:
 @dataclass(frozen=True, slots=True)
 class SourceView:
     """One source episode of a record's current version, as "how do you know this?"
-    shows it: ``text`` only when the record is the user's own words (said/verified) and
-    the episode still opens; otherwise None (an inference never quotes)."""
+    shows it: ``text`` only when the record is the user's own words (a sentence the user
+    typed) and the episode is one the user typed and still opens; otherwise None (an
+    inference, a source or an import never quotes). ``source`` says what the episode is,
+    in words: "what you typed", "a web page (pay.example)", "an app's behaviour event
+    (chat-app)", "an import (notes.txt)"."""
 
     episode_id: str
     typed_at: str | None
     source_kind: str | None
     text: str | None
     forgotten: bool = False
+    source: str | None = None
 
 
 @dataclass(frozen=True, slots=True)

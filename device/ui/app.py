@@ -16,10 +16,20 @@ Invariants:
 - Concurrency: every endpoint is ``async`` and calls the agent inline, on the event
   loop, so agent calls are serialised by the loop itself (the SQLCipher connection is
   never used by two requests at once); nothing here runs in the threadpool.
-- The page never quotes an inference: only said/verified records are shown in quotes
-  after "you said"; every other record is prefixed by its confidence label. A
-  forgotten record is a skeleton line with no content; a corrected record's old body
-  is never rendered (``#versions`` shows dates and the receipt's sentence only).
+- The page quotes only the user's own words: a record is shown in quotes after "you
+  said" if and only if the user typed it (``RecordView.users_words``), whatever its
+  epistemic state; every other record says who produced its words and who verified it
+  ("You confirmed this from <source>", "Seen in independent sources", "You accepted
+  this rule", a confidence label and its source), in a style of its own
+  (``device.ui.presenting.Kind``). A forgotten record is a skeleton line with no
+  content; a corrected record's old body is never rendered (``#versions`` shows dates
+  and the receipt's sentence only).
+- Every waiting item says why it waits, in words (``RecordView.waits_because``). A
+  record with a confirmation warning (words that are not the user's, or an
+  instruction-shaped text) is confirmed in two steps: the first POST only leads to
+  ``/records/<id>/confirm``, which shows the source, its full reference and the
+  warning and arms the session for that record's version; only a second POST from
+  there (``step=second``, same CSRF and origin checks) confirms.
 - Session ids and CSRF tokens come from the injected randomness; tokens are compared
   in constant time.
 """
@@ -71,6 +81,10 @@ FORGOTTEN_SENTENCE = "Permanently forgotten; it cannot be brought back."
 NOT_YET_SENT = "Not yet sent: this device is offline; the forget is queued"
 CLOUD_UNREACHABLE = "The cloud could not be reached; everything on this device still works."
 SEARCH_LIMIT = 50
+SECOND_STEP = "second"
+NOT_YET_CONFIRMED = (
+    "Not confirmed yet: read where it comes from and the warning, then confirm it here."
+)
 
 
 def create_app(
@@ -229,10 +243,19 @@ def create_app(
         if view.is_skeleton:
             return RedirectResponse(f"/records/{record_id}/forgotten", status_code=303)
         versions = []
-        for v in agent.record_history(record_id):
+        history = agent.record_history(record_id)
+        for i, v in enumerate(history):
+            later = history[i + 1] if i + 1 < len(history) else None
             if v.current:
                 versions.append(
                     f"Version {v.version} (current), recorded on {day_of(v.recorded_at)}"
+                )
+            elif later is not None and v.text is not None and v.text == later.text:
+                # the same words: a confirmation, an accepted rule, a change of state
+                versions.append(
+                    f"Version {v.version}: on {day_of(later.recorded_at)} it became version "
+                    f"{later.version} with the same words (confirmed, accepted or changed "
+                    "state); it is no longer active."
                 )
             else:
                 day = day_of(_corrected_on(v.note)) or day_of(v.recorded_at)
@@ -496,9 +519,40 @@ def create_app(
 
     @app.post("/records/{record_id}/confirm")
     async def confirm(request: Request, record_id: str) -> Response:
-        record_or_404(record_id)
+        """One step for a record without a confirmation warning; two for one with it:
+        the first POST only leads to the warning page, and the second (``step=second``,
+        from that page, for the version it showed) confirms."""
+        view = record_or_404(record_id)
         target = local_path(form(request).get("next"), "/candidates")
+        if view.confirm_warning is not None:
+            session: Session = request.state.session
+            shown_key = _warned_key(view)
+            if form(request).get("step") != SECOND_STEP or shown_key not in session.warned:
+                if form(request).get("step") == SECOND_STEP:
+                    session.flash = NOT_YET_CONFIRMED
+                return RedirectResponse(f"/records/{record_id}/confirm", status_code=303)
+            session.warned.discard(shown_key)
         return act(request, target, lambda: agent.confirm(record_id))
+
+    @app.get("/records/{record_id}/confirm")
+    async def confirm_page(request: Request, record_id: str) -> Response:
+        """The second step: where the words come from (the source and its full
+        reference), the plain warning, and the explicit button that confirms."""
+        view = record_or_404(record_id)
+        if view.is_skeleton:
+            return RedirectResponse(f"/records/{record_id}/forgotten", status_code=303)
+        if view.confirm_warning is not None:
+            request.state.session.warned.add(_warned_key(view))
+        button = f"Yes, confirm this from {view.source}" if view.source else "Yes, confirm it"
+        return render(
+            request,
+            "confirm.html",
+            title="Before you confirm",
+            record=shown(view),
+            candidate=view.lifecycle == LifecycleState.CANDIDATE.value,
+            button=button if view.confirm_warning is not None else "Confirm",
+            step=SECOND_STEP if view.confirm_warning is not None else "",
+        )
 
     @app.post("/rules/{record_id}/accept")
     async def accept_rule(request: Request, record_id: str) -> Response:
@@ -569,6 +623,11 @@ def create_app(
         )
 
     return app
+
+
+def _warned_key(view: RecordView) -> str:
+    """Which record, at which version, a confirmation warning was shown for."""
+    return f"{view.record_id}@{view.version}"
 
 
 def _corrected_on(note: str) -> str | None:

@@ -12,7 +12,7 @@ import base64
 import hashlib
 import hmac
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from urllib.parse import urlsplit
 
 from fastapi import Request
@@ -41,6 +41,9 @@ INVALID_LINK = "This inspector link is not valid (open the link memsync printed)
 class Session:
     csrf: str
     flash: str | None = None
+    # "<record id>@<version>" of the records whose confirmation warning this session was
+    # shown: the second step of a two-step confirm is taken only for one of them
+    warned: set[str] = field(default_factory=set)
 
 
 class Sessions:

@@ -1,9 +1,15 @@
 """What a page shows of a record: one record as a line with its badges, and records
 grouped by life area and project.
 
-Invariants: only said/verified records are quoted and dated ("On <date> you said");
-every other record is prefixed by its confidence label, never quoted. A skeleton
-carries no content: its text is empty and it has no badges.
+Invariants: a record is quoted and dated ("On <date> you said: “…”") if and only if
+its words are the user's own (``RecordView.users_words``: a sentence the user typed),
+whatever its epistemic state; every other record says who produced its words and who
+verified it, never in quotes: "You confirmed this from <source> on <date>", "Seen in
+independent sources, not confirmed by you", "You accepted this rule on <date>", a
+source's or an inference's confidence label with where it comes from. Each kind
+(``Kind``) has its own CSS class and labelled badge, so the user's words look
+different from everything else. A skeleton carries no content: its text is empty and
+it has no badges.
 """
 
 from __future__ import annotations
@@ -11,17 +17,46 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable
 from dataclasses import dataclass, field
+from enum import StrEnum
 
 from device.views import RecordView
 from protocol.model import LifeArea, LifecycleState
 
-QUOTED = frozenset({"said", "verified"})
 STATES = (
     (LifecycleState.CANDIDATE.value, "Candidate"),
     (LifecycleState.ACTIVE.value, "Active"),
     (LifecycleState.NOT_IN_USE.value, "Not in use"),
 )
 _SAID_ON = re.compile(r"^On (\d{4}-\d{2}-\d{2})(?: at \d{2}:\d{2})? you wrote:")
+_CONFIRMED_ON = re.compile(r"You confirmed this from .*? on (\d{4}-\d{2}-\d{2}) at \d\d:\d\d:")
+_ACCEPTED_ON = re.compile(r"You accepted this rule on (\d{4}-\d{2}-\d{2})")
+_SEEN_IN = re.compile(r"Seen in (\d+) independent sources \(([^)]*)\), not confirmed by you")
+
+
+class Kind(StrEnum):
+    """Who produced a record's words and who verified it, as the page tells them apart
+    (each is a CSS class ``kind-<value>`` and a labelled badge)."""
+
+    WORDS = "words"  # the user typed it: the only kind quoted
+    CONFIRMED = "confirmed"  # not the user's words; the user confirmed it
+    CORROBORATED = "corroborated"  # not the user's words; independent sources agree
+    RULE = "rule"  # a behaviour rule the user accepted
+    PROPOSED_RULE = "proposed-rule"  # a behaviour rule proposed, not (or no longer) accepted
+    SOURCE = "source"  # a source's words (web page, email, ...), not verified
+    IMPORT = "import"  # imported, not verified
+    INFERRED = "inferred"  # the assistant's observation or inference
+
+
+KIND_BADGES = {
+    Kind.WORDS: "Your words",
+    Kind.CONFIRMED: "Confirmed by you \u00b7 not your words",
+    Kind.CORROBORATED: "Corroborated by sources \u00b7 not your words",
+    Kind.RULE: "Rule you accepted",
+    Kind.PROPOSED_RULE: "Proposed rule",
+    Kind.SOURCE: "From a source \u00b7 not your words",
+    Kind.IMPORT: "Imported \u00b7 not your words",
+    Kind.INFERRED: "Inferred \u00b7 not your words",
+}
 
 
 # --- what a page shows of a record ------------------------------------------------------
@@ -30,22 +65,85 @@ _SAID_ON = re.compile(r"^On (\d{4}-\d{2}-\d{2})(?: at \d{2}:\d{2})? you wrote:")
 @dataclass(frozen=True, slots=True)
 class Shown:
     """One record as a page shows it (never a skeleton's content, never a quoted
-    inference)."""
+    inference or a quoted source)."""
 
     record_id: str
     skeleton: bool
     said: bool  # the user's own words: quoted and dated
-    label: str  # "On <date> you said" or the confidence label
+    label: str  # "On <date> you said", "You confirmed this from … on …", a confidence label
     text: str  # "" for a skeleton
     badges: tuple[str, ...]
     area: str
     project: str | None
     lifecycle: str
     forgotten_on: str | None = None
+    kind: str = ""  # a ``Kind`` value ("" for a skeleton)
+    kind_badge: str = ""  # the labelled badge of its kind ("Your words", ...)
+    origin: str | None = None  # where the words come from, when the label does not say it
+    source: str | None = None  # the source in words ("a web page (pay.example)")
+    source_reference: str | None = None  # its full reference (URL, message id, file)
+    waits_because: tuple[str, ...] = ()  # why a candidate waits, in words
+    confirm_warning: str | None = None  # not None: confirming takes a second step
 
 
 def day_of(iso: str | None) -> str | None:
     return None if not iso else iso[:10]
+
+
+def kind_of(view: RecordView) -> Kind:
+    """The kind of a record's words: the user's, a source's, an import's, the
+    assistant's; and for a verified one, who verified it."""
+    if view.users_words:
+        return Kind.WORDS
+    if view.layer == "behaviour_rule":
+        return Kind.RULE if view.verified_by == "user" else Kind.PROPOSED_RULE
+    if view.verified_by == "user":
+        return Kind.CONFIRMED
+    if view.verified_by == "sources":
+        return Kind.CORROBORATED
+    if view.producer == "source":
+        return Kind.SOURCE
+    if view.producer == "import":
+        return Kind.IMPORT
+    return Kind.INFERRED
+
+
+def _from_line(pattern: re.Pattern[str], view: RecordView) -> str | None:
+    found = pattern.search(view.line or "")
+    return found.group(1) if found else day_of(view.recorded_at)
+
+
+def _label(view: RecordView, kind: Kind) -> tuple[str, str | None]:
+    """The label before the text, and (when the label does not say it) where the words
+    come from."""
+    source = view.source or "a source"
+    confidence = view.confidence or ""
+    state = view.epistemic_state or ""
+    unverified = confidence if confidence and confidence != "You told me" else state.capitalize()
+    match kind:
+        case Kind.WORDS:
+            return f"On {_from_line(_SAID_ON, view)} you said", None
+        case Kind.CONFIRMED:
+            return f"You confirmed this from {source} on {_from_line(_CONFIRMED_ON, view)}", None
+        case Kind.CORROBORATED:
+            seen = _SEEN_IN.search(view.line or "")
+            if seen is None:
+                return "Seen in independent sources, not confirmed by you", None
+            return (
+                f"Seen in {seen.group(1)} independent sources ({seen.group(2)}), "
+                "not confirmed by you"
+            ), None
+        case Kind.RULE:
+            return f"You accepted this rule on {_from_line(_ACCEPTED_ON, view)}", None
+        case Kind.PROPOSED_RULE:
+            return f"I propose this rule from {source}", (
+                "It takes effect only if you accept it; these are not your words."
+            )
+        case Kind.SOURCE | Kind.IMPORT:
+            return unverified, f"Not your words: from {source}."
+        case Kind.INFERRED:
+            where = f" from {source}" if view.source == "your behaviour" else ""
+            return unverified, f"I inferred this{where}; these are not your words."
 
 
 def shown(view: RecordView) -> Shown:
@@ -56,14 +154,8 @@ def shown(view: RecordView) -> Shown:
             forgotten_on=day_of(view.forgotten_at),
         )  # fmt: skip
     state = view.epistemic_state or ""
-    said = state in QUOTED
-    if said:
-        match = _SAID_ON.match(view.line or "")
-        day = match.group(1) if match else day_of(view.recorded_at)
-        label = f"On {day} you said"
-    else:
-        confidence = view.confidence or ""
-        label = confidence if confidence and confidence != "You told me" else state.capitalize()
+    kind = kind_of(view)
+    label, origin = _label(view, kind)
     badges = [b for b in (view.content_type, state, view.confidence, view.time_kind) if b]
     if view.valid_from:
         badges.append(f"valid from {day_of(view.valid_from)}")
@@ -83,8 +175,15 @@ def shown(view: RecordView) -> Shown:
         badges.append("this device only")
     badges.append("In use" if view.in_use else "Not in use")
     return Shown(
-        view.record_id, False, said, label, view.text or "", tuple(badges), area,
+        view.record_id, False, kind is Kind.WORDS, label, view.text or "", tuple(badges), area,
         view.project, view.lifecycle,
+        kind=kind.value,
+        kind_badge=KIND_BADGES[kind],
+        origin=origin,
+        source=view.source,
+        source_reference=view.source_reference,
+        waits_because=view.waits_because,
+        confirm_warning=view.confirm_warning,
     )  # fmt: skip
 
 

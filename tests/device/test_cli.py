@@ -200,3 +200,69 @@ def test_cli_write_paths(
     assert out.strip() == "No behaviour rules."
     code, _, err = run(capsys, "rule", "accept", "rec_aaaaaaaaaaaaaaaa")
     assert code == 2 and "not a behaviour rule" in err
+
+
+def test_cli_waiting_says_why_and_confirming_words_not_yours_takes_a_second_step(
+    env: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    run(capsys, "init", "--name", "phone")
+    dump = tmp_path / "notes.txt"
+    dump.write_text("My brother lives in Oslo. My sister lives in Bergen.")
+    code, out, _ = run(capsys, "import", str(dump), "--json")
+    brother, sister = json.loads(out)["record_ids"]
+    run(capsys, "keep-on-device", "health", "--yes")
+    run(capsys, "say", "I take insulin every morning.", "--conversation", "c2")
+    run(capsys, "end-session", "--conversation", "c2")
+    views = json.loads(run(capsys, "waiting", "--json")[1])
+    [insulin] = [v["record_id"] for v in views if "insulin" in (v["text"] or "")]
+    code, out, _ = run(capsys, "waiting")
+    assert code == 0
+    assert "waits because: It was imported from an import (notes.txt)" in out
+    assert "waits because: It is about your health, a sensitive class" in out
+    assert f"`confirm {brother}` shows where it comes from and asks again" in out
+    assert f"`confirm {insulin}`" not in out  # the user's own words: one step
+    waiting = {v["record_id"]: v for v in json.loads(run(capsys, "waiting", "--json")[1])}
+    assert waiting[insulin]["waits_because"] == [
+        "It is about your health, a sensitive class: I keep it only if you confirm it."
+    ]
+
+    def lifecycle(record: str) -> str:
+        views = json.loads(run(capsys, "know", "--json")[1])
+        return str(next(v["lifecycle"] for v in views if v["record_id"] == record))
+
+    # anything but "confirm" at the prompt: refused by name, nothing changed
+    asked: list[str] = []
+
+    def answer_y(prompt: str) -> str:
+        asked.append(prompt)
+        return "y"
+
+    monkeypatch.setattr("builtins.input", answer_y)
+    code, out, err = run(capsys, "confirm", brother)
+    assert code == 2
+    assert "Source: an import (notes.txt)" in out and "Full reference: notes.txt" in out
+    assert "These are not your words: they come from an import (notes.txt)." in out
+    assert asked == ["Confirm it from an import (notes.txt)? Type 'confirm': "]
+    assert f"not confirmed; {brother} was not changed" in err and "--from-source-ok" in err
+    assert lifecycle(brother) == "candidate"
+
+    def no_terminal(prompt: str) -> str:
+        raise EOFError
+
+    monkeypatch.setattr("builtins.input", no_terminal)
+    code, _, err = run(capsys, "confirm", brother)
+    assert code == 2 and f"{brother} was not changed" in err and "--from-source-ok" in err
+    assert lifecycle(brother) == "candidate"
+    # the second step: typing "confirm", or --from-source-ok for a script
+    monkeypatch.setattr("builtins.input", lambda prompt: "confirm")
+    code, out, _ = run(capsys, "confirm", brother)
+    assert code == 0 and "Confirmed; it is now active." in out
+    assert lifecycle(brother) == "active"
+    monkeypatch.setattr("builtins.input", no_terminal)
+    code, out, _ = run(capsys, "confirm", sister, "--from-source-ok")
+    assert code == 0 and "Source: an import (notes.txt)" in out
+    assert out.strip().endswith("Confirmed; it is now active.")
+    assert lifecycle(sister) == "active"
+    # the user's own words (a sensitive class) confirm in one step, asking nothing
+    code, out, _ = run(capsys, "confirm", insulin)
+    assert code == 0 and out.strip() == "Confirmed; it is now active."

@@ -4,8 +4,13 @@ new user opens it: the phone of a held-back account serves its inspector on loop
 the laptop, which hears every change only by syncing.
 
 Invariants checked:
-- The list groups records under "Area: …" and "Project: …"; only what the user said is
-  quoted (dated); an inference is shown with its label and never as "you said".
+- The list groups records under "Area: …" and "Project: …"; only what the user typed is
+  quoted (dated); an inference is shown with its label and never as "you said"; an
+  accepted rule says "You accepted this rule", never "you said", and a confirmed web
+  page's claim names its source, never quoted as the user's; each kind looks different.
+- Every waiting item says why it waits, in words; confirming words that are not the
+  user's (a web page's, an import's) takes a second step that shows the source, its
+  full reference and a warning; the first click confirms nothing.
 - Search lists the retrieval pipeline's hits in its order.
 - "How do you know this?" shows the device's explanation, the dated source quote and
   the version chain of a corrected record, never the old body.
@@ -30,11 +35,16 @@ from tests.e2e.browser import (
     ATTIC,
     BROTHER,
     CELLO,
+    DENTIST,
+    DENTIST_URL,
     HOT,
     ICED,
     LOCKER,
+    PAY,
+    PAY_URL,
     PORTO,
     QUIET,
+    RULE,
     HeldBack,
     Inspector,
     attacker_page,
@@ -315,8 +325,13 @@ def test_confirming_a_candidate_makes_it_active_on_the_laptop(
     expect(_record(page, held.asthma)).to_be_visible()  # the sensitive class waits too
     expect(_record(page, held.porto)).to_have_count(0)  # active records are not waiting
 
-    brother.get_by_role("button", name="Confirm", exact=True).click()
+    # an import's words: the first click only shows where they come from
+    brother.get_by_role("button", name="Confirm\u2026", exact=True).click()
+    expect(page).to_have_url(f"{base}/records/{held.brother}/confirm")
+    assert held.view(held.phone, held.brother).lifecycle == "candidate"
+    page.get_by_role("button", name="Yes, confirm this from an import (notes.txt)").click()
     expect(_flash(page)).to_be_visible()
+    expect(page).to_have_url(f"{base}/candidates")
     expect(_record(page, held.brother)).to_have_count(0)
     assert held.view(held.phone, held.brother).lifecycle == "active"
 
@@ -324,6 +339,130 @@ def test_confirming_a_candidate_makes_it_active_on_the_laptop(
     on_laptop = held.view(held.laptop, held.brother)
     assert (on_laptop.lifecycle, on_laptop.epistemic_state) == ("active", "verified")
     assert held.view(held.laptop, held.asthma).lifecycle == "candidate"
+
+
+def test_only_the_users_words_are_quoted_and_a_rule_or_a_source_never_is(
+    page: Page, inspector: Inspector, held_back: HeldBack
+) -> None:
+    held = held_back
+    base = _open(page, inspector)
+    # the user's own words: quoted, dated, in the quote style with "Your words"
+    porto = _record(page, held.porto)
+    said_on = _day(held.view(held.phone, held.porto).recorded_at)
+    expect(porto.locator("p.text.said")).to_have_text(f"On {said_on} you said: \u201c{PORTO}\u201d")
+    expect(porto.locator(".kind-badge")).to_have_text("Your words")
+    # an accepted rule from an app's behaviour events: never "you said", never quoted
+    rule = _record(page, held.rule)
+    accepted_on = _day(held.view(held.phone, held.rule).recorded_at)
+    expect(rule).to_contain_text(f"You accepted this rule on {accepted_on}: {RULE}")
+    expect(rule.locator(".kind-badge")).to_have_text("Rule you accepted")
+    expect(rule).not_to_contain_text("you said")
+    expect(rule).not_to_contain_text("you wrote")
+    expect(rule).not_to_contain_text(f"\u201c{RULE}")
+    expect(rule.locator("p.text.said")).to_have_count(0)
+    # the two look different: another border, another badge
+    styles = "e => [getComputedStyle(e).borderLeftColor, getComputedStyle(e).borderLeftStyle]"
+    assert porto.evaluate(styles) != rule.evaluate(styles)
+    badge = "e => getComputedStyle(e.querySelector('.kind-badge')).backgroundColor"
+    assert porto.evaluate(badge) != rule.evaluate(badge)
+    # its page: the behaviour events are sources, named, never the user's words
+    page.goto(f"{base}/records/{held.rule}")
+    sources = page.locator("#sources")
+    expect(sources).to_contain_text("From an app's behaviour event (chat-app)")
+    expect(sources).not_to_contain_text("you said")
+    expect(page.locator("#explanation")).not_to_contain_text("you wrote")
+    expect(page.locator("#explanation")).to_contain_text("It is not something you said")
+    # a web page's claim waiting: where it comes from, not the user's words
+    page.goto(f"{base}/memory")
+    pay = _record(page, held.pay)
+    expect(pay).to_contain_text("Not your words: from a web page (pay.example).")
+    expect(pay).not_to_contain_text("you said")
+    expect(pay).not_to_contain_text(f"\u201c{PAY}")
+
+
+def test_every_waiting_item_says_why_it_waits_in_words(
+    page: Page, inspector: Inspector, held_back: HeldBack
+) -> None:
+    held = held_back
+    base = _open(page, inspector)
+    page.goto(f"{base}/candidates")
+    reasons = {
+        held.asthma: "It is about your health, a sensitive class",
+        held.pay: "It comes from a web page (pay.example), not from you",
+        held.dentist: "It comes from a web page (clinic.example), not from you",
+        held.brother: "It was imported from an import (notes.txt)",
+    }
+    for record, why in reasons.items():
+        waits = _record(page, record).locator(".reasons")
+        expect(waits).to_contain_text("Why it waits:")
+        expect(waits).to_contain_text(why)
+        for enum_name in ("external_content", "web_page", "Sensitivity", "behaviour_rule"):
+            expect(waits).not_to_contain_text(enum_name)
+    # the user's own sensitive words: one click; a source's words: "Confirm…"
+    asthma = _record(page, held.asthma)
+    expect(asthma.get_by_role("button", name="Confirm", exact=True)).to_have_count(1)
+    for record in (held.pay, held.dentist, held.brother):
+        expect(
+            _record(page, record).get_by_role("button", name="Confirm\u2026", exact=True)
+        ).to_have_count(1)
+
+
+def test_confirming_a_web_page_claim_takes_a_second_step_and_names_its_source(
+    page: Page, inspector: Inspector, held_back: HeldBack
+) -> None:
+    held = held_back
+    base = _open(page, inspector)
+    page.goto(f"{base}/candidates")
+    # the instruction-shaped page: the first click shows source, reference and warning
+    _record(page, held.pay).get_by_role("button", name="Confirm\u2026", exact=True).click()
+    expect(page).to_have_url(f"{base}/records/{held.pay}/confirm")
+    expect(page.get_by_role("heading", level=1)).to_have_text("Before you confirm")
+    expect(page.locator("#confirm-source")).to_have_text("Source: a web page (pay.example)")
+    expect(page.locator("#confirm-reference")).to_contain_text(PAY_URL)
+    warning = page.locator("#confirm-warning-text")
+    expect(warning).to_contain_text("These are not your words: they come from a web page")
+    expect(warning).to_contain_text("this reads as an instruction")
+    expect(warning).to_contain_text("memory never pays")
+    assert held.view(held.phone, held.pay).lifecycle == "candidate"
+    page.get_by_role("link", name="Cancel", exact=True).click()
+    expect(page).to_have_url(f"{base}/candidates")
+    expect(_record(page, held.pay)).to_have_count(1)
+    assert held.view(held.phone, held.pay).lifecycle == "candidate"
+
+    # the plain page claim: confirmed only by the second, explicit button
+    _record(page, held.dentist).get_by_role("button", name="Confirm\u2026", exact=True).click()
+    expect(page).to_have_url(f"{base}/records/{held.dentist}/confirm")
+    expect(page.locator("#confirm-reference")).to_contain_text(DENTIST_URL)
+    assert held.view(held.phone, held.dentist).lifecycle == "candidate"
+    page.get_by_role(
+        "button", name="Yes, confirm this from a web page (clinic.example)", exact=True
+    ).click()
+    expect(_flash(page)).to_have_text("Confirmed; it is now active.")
+    expect(_record(page, held.dentist)).to_have_count(0)
+    confirmed = held.view(held.phone, held.dentist)
+    assert (confirmed.lifecycle, confirmed.verified_by, confirmed.users_words) == (
+        "active", "user", False,
+    )  # fmt: skip
+
+    # shown as confirmed from its source, never quoted as the user's words
+    page.goto(f"{base}/memory")
+    dentist = _record(page, held.dentist)
+    confirmed_on = _day(confirmed.recorded_at)
+    expect(dentist).to_contain_text(
+        f"You confirmed this from a web page (clinic.example) on {confirmed_on}: {DENTIST}"
+    )
+    expect(dentist.locator(".kind-badge")).to_have_text("Confirmed by you \u00b7 not your words")
+    expect(dentist).not_to_contain_text("you said")
+    expect(dentist).not_to_contain_text(f"\u201c{DENTIST}")
+    expect(dentist.locator("p.text.said")).to_have_count(0)
+    page.goto(f"{base}/records/{held.dentist}")
+    expect(page.locator("#sources")).to_contain_text("From a web page (clinic.example)")
+    expect(page.locator("#sources")).not_to_contain_text(DENTIST)
+
+    held.sync_both()
+    on_laptop = held.view(held.laptop, held.dentist)
+    assert (on_laptop.lifecycle, on_laptop.epistemic_state) == ("active", "verified")
+    assert held.view(held.laptop, held.pay).lifecycle == "candidate"
 
 
 _UNNAMED_CONTROLS = """() => Array.from(
@@ -365,6 +504,7 @@ def test_the_keyboard_reaches_the_nav_and_every_control_has_a_name(
         f"/records/{held.porto}/forget": ("I understand this cannot be undone",),
         "/settings": ("Account passphrase", "Include sensitive classes", "Package or text file"),
         "/candidates": (),
+        f"/records/{held.pay}/confirm": (),
         "/learned": (),
         "/rules": (),
     }

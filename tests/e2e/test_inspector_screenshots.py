@@ -40,6 +40,8 @@ def test_screenshots_of_the_main_views(
         "record.png": (f"/records/{held_back.coffee}", "How do you know this?"),
         "forget.png": (f"/records/{held_back.porto}/forget", "Forget permanently?"),
         "candidates.png": ("/candidates", "Waiting for confirmation"),
+        "confirm.png": (f"/records/{held_back.pay}/confirm", "Before you confirm"),
+        "rules.png": ("/rules", "Behaviour rules"),
         "settings.png": ("/settings", "Devices and settings"),
     }
     for name, (path, heading) in views.items():
