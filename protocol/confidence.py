@@ -4,8 +4,9 @@ Invariants: ``compute`` is a pure function of the record and the time it is aske
 at; its formula is versioned (``FORMULA_VERSION``) and every stored value carries the
 version it was computed with; test vectors in ``tests/golden/confidence`` pin each
 version. Two observations from the same source count as one. "You told me" is shown
-only for what the user said or verified themselves; a record verified by independent
-sources shows that it was, and that the user has not confirmed it. Confidence never widens
+only for the user's own words (said, or said and then verified); words the user
+confirmed from elsewhere (a page, an import, a proposed rule) show "You confirmed it";
+a record verified by independent sources alone shows that the user has not. Confidence never widens
 authority: it is only ever used to make the assistant ask anyway.
 """
 
@@ -17,9 +18,9 @@ from datetime import datetime
 from enum import StrEnum
 
 from protocol.model import EpistemicState, LifecycleState, RecordContent, SourceKind
-from protocol.provenance import verified_by_user
+from protocol.provenance import is_users_words, verified_by_user
 
-FORMULA_VERSION = "conf-v1"
+FORMULA_VERSION = "conf-v2"  # v2: the classes of verified records say who verified them
 THRESHOLD = 0.6  # "I think so" at or above, "I'm not sure" below
 HALF_LIFE_DAYS = 180.0
 SATURATION = 3.0  # distinct sources at which count contributes 1 - 1/e
@@ -39,6 +40,7 @@ class ConfidenceClass(StrEnum):
     SOURCE_NOT_VERIFIED = "I saw it in a source, not verified"
     IMPORTED_NOT_VERIFIED = "Imported, not verified"
     CORROBORATED = "Seen in independent sources, not confirmed by you"
+    CONFIRMED_BY_YOU = "You confirmed it"
 
 
 @dataclass(frozen=True, slots=True)
@@ -75,9 +77,11 @@ def compute(content: RecordContent, lifecycle: LifecycleState, now: datetime) ->
     if state is EpistemicState.SAID:
         return Confidence(value, ConfidenceClass.YOU_TOLD_ME)
     if state is EpistemicState.VERIFIED:
-        if verified_by_user(content):
+        if not verified_by_user(content):
+            return Confidence(value, ConfidenceClass.CORROBORATED)
+        if is_users_words(content):
             return Confidence(value, ConfidenceClass.YOU_TOLD_ME)
-        return Confidence(value, ConfidenceClass.CORROBORATED)
+        return Confidence(value, ConfidenceClass.CONFIRMED_BY_YOU)
     if lifecycle is LifecycleState.CANDIDATE:
         if content.source_kind is SourceKind.IMPORT:
             return Confidence(value, ConfidenceClass.IMPORTED_NOT_VERIFIED)

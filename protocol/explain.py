@@ -104,9 +104,14 @@ def _not_said(content: RecordContent, producer: Producer, where: str) -> list[st
                 state.value, "took"
             )
             supporting = round(evidence.ratio * evidence.count)
+            what = "proposed this rule" if content.layer is Layer.BEHAVIOUR_RULE else f"{word} this"
+            support = (
+                f": {supporting} of {evidence.count} distinct source(s) support it{span}"
+                if evidence.count
+                else ""
+            )
             return [
-                f"I {word} this from {SOURCE_WORDS[content.source_kind]}: {supporting} of "
-                f"{evidence.count} distinct source(s) support it{span}. "
+                f"I {what} from {SOURCE_WORDS[content.source_kind]}{support}. "
                 "It is not something you said."
             ]
         case unknown:

@@ -6,7 +6,9 @@ Invariants:
 - Every reason is a plain sentence, never an enum name; a sensitive class is named in
   words ("your health"), an external source by its medium and reference.
 - ``confirm_warning`` is not None exactly when confirming needs a second step: words
-  that are not the user's (a source, an import) or an instruction-shaped text.
+  from a source or an import; it says so, and warns again when the text reads as an
+  instruction. A proposed rule is the assistant's own words, checked for authority by
+  ``protocol.behaviour``; it needs no warning.
 """
 
 from __future__ import annotations
@@ -51,7 +53,8 @@ def waiting_reasons(content: RecordContent) -> list[str]:
                 "waits until you confirm it."
             )
         case Producer.IMPORT:
-            out.append(f"It was imported from {source_words(origin)} and is not verified.")
+            where = f" ({origin.reference})" if origin.reference else ""
+            out.append(f"It was imported{where} and is not verified.")
         case Producer.ASSISTANT:
             if content.layer is not Layer.BEHAVIOUR_RULE:
                 out.append(f"I inferred it from {source_words(origin)}; you did not say it.")
@@ -83,10 +86,10 @@ class ConfirmWarning:
 def confirm_warning(content: RecordContent) -> ConfirmWarning | None:
     """The warning a confirmation must show first (and then ask again), or None."""
     origin = provenance_of(content)
+    if origin.producer not in (Producer.SOURCE, Producer.IMPORT):
+        return None  # the user's own words, or the assistant's (a rule is checked apart)
     shape = instruction_shape(content.text)
-    external = origin.producer in (Producer.SOURCE, Producer.IMPORT)
-    if not external and shape is None:
-        return None
+    external = True
     where = source_words(origin)
     parts = []
     if external:

@@ -217,7 +217,7 @@ def test_cli_waiting_says_why_and_confirming_words_not_yours_takes_a_second_step
     [insulin] = [v["record_id"] for v in views if "insulin" in (v["text"] or "")]
     code, out, _ = run(capsys, "waiting")
     assert code == 0
-    assert "waits because: It was imported from an import (notes.txt)" in out
+    assert "waits because: It was imported (notes.txt)" in out
     assert "waits because: It is about your health, a sensitive class" in out
     assert f"`confirm {brother}` shows where it comes from and asks again" in out
     assert f"`confirm {insulin}`" not in out  # the user's own words: one step

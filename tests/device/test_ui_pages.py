@@ -619,7 +619,7 @@ def test_every_waiting_item_says_why_it_waits_in_words(held: Held, client: TestC
     reasons = {
         held.sensitive: "It is about your health, a sensitive class",
         held.pay: "It comes from a web page (pay.example), not from you",
-        held.imported: "It was imported from an import (notes.txt)",
+        held.imported: "It was imported (notes.txt)",
         held.rule: "It is a rule I propose about how I behave",
     }
     for record, why in reasons.items():

@@ -390,7 +390,7 @@ def test_every_waiting_item_says_why_it_waits_in_words(
         held.asthma: "It is about your health, a sensitive class",
         held.pay: "It comes from a web page (pay.example), not from you",
         held.dentist: "It comes from a web page (clinic.example), not from you",
-        held.brother: "It was imported from an import (notes.txt)",
+        held.brother: "It was imported (notes.txt)",
     }
     for record, why in reasons.items():
         waits = _record(page, record).locator(".reasons")

@@ -1,4 +1,5 @@
-"""Confidence is computed and versioned; test vectors pin formula conf-v1."""
+"""Confidence is computed and versioned; test vectors pin the current formula (conf-v2;
+conf-v1's vectors stay committed as the record of what it computed)."""
 
 from __future__ import annotations
 
@@ -16,8 +17,12 @@ from protocol.model import (
     Evidence,
     LifecycleState,
     Observation,
+    Producer,
+    Provenance,
     RecordContent,
     SourceKind,
+    Verification,
+    VerifiedBy,
 )
 
 NOW = datetime(2026, 9, 21, tzinfo=UTC)
@@ -51,6 +56,30 @@ CASES: dict[str, tuple[RecordContent, LifecycleState]] = {
     "said": (_content(EpistemicState.SAID, SourceKind.USER_STATEMENT, []), LifecycleState.ACTIVE),
     "verified": (
         _content(EpistemicState.VERIFIED, SourceKind.CONNECTED_SOURCE, []),
+        LifecycleState.ACTIVE,
+    ),
+    "verified_your_words": (
+        _content(EpistemicState.VERIFIED, SourceKind.USER_STATEMENT, []).model_copy(
+            update={
+                "said_at": NOW,
+                "provenance": Provenance(producer=Producer.USER, at=NOW),
+                "verification": Verification(by=VerifiedBy.USER, at=NOW),
+            }
+        ),
+        LifecycleState.ACTIVE,
+    ),
+    "corroborated_by_sources": (
+        _content(
+            EpistemicState.VERIFIED,
+            SourceKind.EXTERNAL_CONTENT,
+            [("web_page:https://a.example", 2, True), ("email:x@b.example", 1, True)],
+        ).model_copy(
+            update={
+                "verification": Verification(
+                    by=VerifiedBy.SOURCES, at=NOW, sources=["a.example", "b.example"]
+                )
+            }
+        ),
         LifecycleState.ACTIVE,
     ),
     "observed_14_of_17_recent": (
@@ -136,7 +165,10 @@ def test_vectors_pin_the_formula() -> None:
 def test_the_classes_the_user_sees() -> None:
     shown = {name: row["shown"] for name, row in _computed().items()}
     assert shown["said"] == ConfidenceClass.YOU_TOLD_ME
-    assert shown["verified"] == ConfidenceClass.YOU_TOLD_ME
+    # a connected source's words the user confirmed are not what the user told
+    assert shown["verified"] == ConfidenceClass.CONFIRMED_BY_YOU
+    assert shown["verified_your_words"] == ConfidenceClass.YOU_TOLD_ME
+    assert shown["corroborated_by_sources"] == ConfidenceClass.CORROBORATED
     assert shown["observed_14_of_17_recent"] == ConfidenceClass.I_THINK_SO
     assert shown["hypothesis"] == ConfidenceClass.NOT_SURE
     assert shown["external_candidate"] == ConfidenceClass.SOURCE_NOT_VERIFIED

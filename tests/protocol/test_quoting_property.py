@@ -5,7 +5,7 @@ ops each real path sends — say, remember, correct, ingest by each medium (and 
 consolidator's claim), import, consolidate a said sentence, corroborate, confirm, a
 proposed behaviour rule and its acceptance — in any order. After every step, each
 record's line is quoted as the user's words ("you wrote") if and only if its text is a
-sentence the user typed; "You told me" only for those or what the user confirmed; and
+sentence the user typed; "You told me" exactly for those, "You confirmed it" for other words the user confirmed; and
 "How do you know this?" quotes nothing else. The pools of typed, external, imported and
 rule sentences are disjoint, so "typed" is exactly membership in the typed pool.
 """
@@ -115,7 +115,8 @@ class World:
 
 def _act(world: World, action: tuple[str, int, int]) -> None:
     kind, a, b = action
-    typed = TYPED[a % len(TYPED)]
+    said = list(world.typed)
+    typed = TYPED[a % len(TYPED)] if kind == "say" or not said else said[a % len(said)]
     match kind:
         case "say":
             world.typed[typed] = world.episode(typed, SourceKind.USER_STATEMENT, None, CONVERSATION)
@@ -247,9 +248,9 @@ ACTIONS = st.lists(
             + ["import", "rule", "confirm", "confirm"]
         ),
         st.integers(0, 7),
-        st.integers(0, 7),
+        st.integers(0, 11),
     ),
-    max_size=30,
+    max_size=40,
 )
 
 
@@ -265,8 +266,11 @@ def _check(world: World) -> None:
         quoted = "you wrote" in line
         assert quoted == typed, (record_id, line)
         assert ("not your words" in line) == (not typed), (record_id, line)
-        if shown is ConfidenceClass.YOU_TOLD_ME:
-            assert typed or verified_by_user(content), (record_id, line)
+        assert (shown is ConfidenceClass.YOU_TOLD_ME) == (
+            typed and content.epistemic_state is not EpistemicState.INVALID
+        ), (record_id, line)
+        if shown is ConfidenceClass.CONFIRMED_BY_YOU:
+            assert verified_by_user(content) and not typed, (record_id, line)
         episodes = {
             e: (AT, world.ledger.episodes[e].text)
             for e in content.source_episode_ids
