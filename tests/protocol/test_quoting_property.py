@@ -6,8 +6,9 @@ consolidator's claim), import, consolidate a said sentence, corroborate, confirm
 proposed behaviour rule and its acceptance — in any order. After every step, each
 record's line is quoted as the user's words ("you wrote") if and only if its text is a
 sentence the user typed; "You told me" exactly for those, "You confirmed it" for other
-words the user confirmed; and "How do you know this?" quotes nothing else. The pools of typed, external, imported and
-rule sentences are disjoint, so "typed" is exactly membership in the typed pool.
+words the user confirmed; and "How do you know this?" quotes nothing else. The pools
+of typed, external, imported and rule sentences are disjoint, so "typed" is exactly
+membership in the typed pool.
 """
 
 from __future__ import annotations
