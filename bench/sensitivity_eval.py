@@ -12,6 +12,9 @@ reading (and, run as a script, writing) those three files.
 
 A row: ``text``, ``candidate`` (bool), ``sensitivity`` (a ``protocol.model.Sensitivity``
 value), ``kind`` (one of ``KINDS``), ``speaker`` (an imagined person's id).
+
+``score(rows, sensitivity, candidate)`` turns any classifier's decisions on a half into
+the figures ``make bench`` reports (the cloud's classifier can be scored the same way).
 """
 
 from __future__ import annotations
@@ -55,6 +58,79 @@ def load(half: str) -> list[dict[str, Any]]:
 def is_short_chatter(row: dict[str, Any]) -> bool:
     """A joke, banter or chatter line of at most ``SHORT_WORDS`` words."""
     return row["kind"] in NOT_CANDIDATE_KINDS and len(row["text"].split()) <= SHORT_WORDS
+
+
+def _prf(tp: int, fp: int, fn: int) -> dict[str, float]:
+    precision = tp / (tp + fp) if tp + fp else 0.0
+    recall = tp / (tp + fn) if tp + fn else 0.0
+    f1 = 2 * precision * recall / (precision + recall) if precision + recall else 0.0
+    return {
+        "precision": round(precision, 3),
+        "recall": round(recall, 3),
+        "f1": round(f1, 3),
+        "support": tp + fn,
+    }
+
+
+def score(
+    rows: list[dict[str, Any]],
+    sensitivity: list[str],
+    candidate: list[bool] | None = None,
+) -> dict[str, Any]:
+    """Figures for decisions on ``rows``: sensitivity values (``str`` of the class) and,
+    optionally, candidate marks, one per row in the same order.
+
+    ``sensitive``: a row whose gold class is not normal counts as found when it gets
+    any sensitive class (precision: rows given a sensitive class that are sensitive).
+    Per class: exact class. ``jokes_banter_chatter_candidate_rate``: share of jokes,
+    banter and chatter marked candidates (also per kind: ``joke_candidate_rate``, ...).
+    ``short_chatter_sensitive_rate``: share of short chatter given a sensitive class.
+    """
+    if len(sensitivity) != len(rows) or (candidate is not None and len(candidate) != len(rows)):
+        raise ValueError("one decision per row")
+    gold = [r["sensitivity"] for r in rows]
+    sens_gold = [g != "normal" for g in gold]
+    sens_pred = [str(p) != "normal" for p in sensitivity]
+    out: dict[str, Any] = {
+        "sentences": len(rows),
+        "sensitive": _prf(
+            sum(g and p for g, p in zip(sens_gold, sens_pred, strict=True)),
+            sum(p and not g for g, p in zip(sens_gold, sens_pred, strict=True)),
+            sum(g and not p for g, p in zip(sens_gold, sens_pred, strict=True)),
+        ),
+    }
+    per_class: dict[str, dict[str, float]] = {}
+    for cls in SENSITIVITIES[1:]:
+        g = [x == cls for x in gold]
+        p = [str(x) == cls for x in sensitivity]
+        per_class[cls] = _prf(
+            sum(a and b for a, b in zip(g, p, strict=True)),
+            sum(b and not a for a, b in zip(g, p, strict=True)),
+            sum(a and not b for a, b in zip(g, p, strict=True)),
+        )
+    out["per_class"] = per_class
+    short = [is_short_chatter(r) for r in rows]
+    out["short_chatter"] = sum(short)
+    out["short_chatter_sensitive_rate"] = round(
+        sum(s and p for s, p in zip(short, sens_pred, strict=True)) / max(sum(short), 1), 3
+    )
+    if candidate is not None:
+        chat = [r["kind"] in NOT_CANDIDATE_KINDS for r in rows]
+        out["chatter_jokes_banter"] = sum(chat)
+        out["jokes_banter_chatter_candidate_rate"] = round(
+            sum(c and m for c, m in zip(chat, candidate, strict=True)) / max(sum(chat), 1), 3
+        )
+        for kind in NOT_CANDIDATE_KINDS:
+            of_kind = [r["kind"] == kind for r in rows]
+            out[f"{kind}_candidate_rate"] = round(
+                sum(k and m for k, m in zip(of_kind, candidate, strict=True))
+                / max(sum(of_kind), 1),
+                3,
+            )
+        out["candidate_accuracy"] = round(
+            sum(r["candidate"] == m for r, m in zip(rows, candidate, strict=True)) / len(rows), 3
+        )
+    return out
 
 
 def parse(path: Path = SOURCE) -> list[dict[str, Any]]:
