@@ -159,7 +159,7 @@ def render(result: dict[str, Any]) -> list[Table]:
 def render_sensitivity(result: dict[str, Any]) -> list[Table]:
     """Per class and overall, device beside the lexicon alone, on each half."""
     table = Table(title="Sensitivity on the hand-written set (device = detector + lexicon)")
-    table.add_column("class")
+    table.add_column("class", no_wrap=True)
     for half in sensitivity_eval.HALVES:
         for who in ("device", "lexicon"):
             table.add_column(f"{half} {who} P/R", justify="right")
