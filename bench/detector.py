@@ -6,6 +6,10 @@ data (so the figures are the model's, not copied from metrics.json), and times t
 whole pipeline (features + ONNX) on batches of 256 and of 1. ``smoke`` shortens the
 timing runs only. ``render(result)`` turns the result into rich tables.
 
+``sensitivity`` scores both halves of the hand-written sensitivity set
+(``bench.sensitivity_eval``, issue 18) on what the device decides (the detector's class
+raised by the lexicon, ``device_decisions``), beside the lexicon alone as the anchor.
+
 Invariant: nothing here asserts a timing or a score; the tests hold the floors.
 """
 
@@ -19,9 +23,10 @@ from typing import Any
 import numpy as np
 from rich.table import Table
 
+from bench import sensitivity_eval
 from device.detector import MODEL_FILE, detector_dir, load_detector
 from protocol.consolidation.sensitivity import sensitivity_of
-from protocol.detection import CONTENT_TYPES, SENSITIVITIES, TIME_KINDS, Detector
+from protocol.detection import CONTENT_TYPES, SENSITIVITIES, TIME_KINDS, Detector, follow_up
 from protocol.model import Sensitivity
 
 DATA = Path(__file__).resolve().parent.parent / "models" / "detector" / "data" / "labelled.jsonl"
@@ -67,9 +72,35 @@ def quality(detector: Detector, rows: list[dict[str, Any]]) -> dict[str, dict[st
         [str(sensitivity_of(r["text"], d.sensitivity)) for r, d in zip(rows, found, strict=True)]
     )
     out["sensitive_vs_normal_with_lexicon"] = _prf(gold_s != normal, raised != normal)
-    for value in SENSITIVITIES[1:]:
-        if (gold_s == str(value)).any():
-            out[f"sensitivity={value}"] = _prf(gold_s == str(value), pred_s == str(value))
+    for cls in SENSITIVITIES[1:]:
+        if (gold_s == str(cls)).any():
+            out[f"sensitivity={cls}"] = _prf(gold_s == str(cls), pred_s == str(cls))
+    return out
+
+
+def device_decisions(detector: Detector, texts: list[str]) -> tuple[list[str], list[bool]]:
+    """What the device decides for each sentence typed alone (device/writing.py): the
+    detector's class raised by the lexicon, and its mark (or a correction's)."""
+    found = detector.detect(texts)
+    classes = [str(sensitivity_of(t, d.sensitivity)) for t, d in zip(texts, found, strict=True)]
+    marks = [
+        d.candidate or follow_up.is_correction(t, []) for t, d in zip(texts, found, strict=True)
+    ]
+    return classes, marks
+
+
+def sensitivity(detector: Detector) -> dict[str, Any]:
+    """Both halves of the hand-written set: the device's decisions, the lexicon alone."""
+    out: dict[str, Any] = {}
+    for half in sensitivity_eval.HALVES:
+        rows = sensitivity_eval.load(half)
+        texts = [r["text"] for r in rows]
+        classes, marks = device_decisions(detector, texts)
+        lexicon = [str(sensitivity_of(t, None)) for t in texts]
+        out[half] = {
+            "device": sensitivity_eval.score(rows, classes, marks),
+            "lexicon_only": sensitivity_eval.score(rows, lexicon),
+        }
     return out
 
 
@@ -93,6 +124,7 @@ def measure(smoke: bool = False) -> dict[str, Any]:
         "model_id": detector.model_id,
         "test_sentences": len(rows),
         "quality": quality(detector, rows),
+        "sensitivity": sensitivity(detector),
         "detect_batch256_sentences_per_s": round(_rate(detector, batched, BATCH), 1),
         "detect_batch1_sentences_per_s": round(_rate(detector, texts[:n_single], 1), 1),
         "detector_model_bytes": (folder / MODEL_FILE).stat().st_size,
@@ -114,13 +146,49 @@ def render(result: dict[str, Any]) -> list[Table]:
             f"{m['f1']:.3f}",
             str(m["support"]),
         )
+    tables = [quality_table, *render_sensitivity(result["sensitivity"])]
     speed = Table(title=f"Detector throughput, one core ({result['model_id']})")
     speed.add_column("measure")
     speed.add_column("value", justify="right")
     speed.add_row("sentences/s, batch 256", f"{result['detect_batch256_sentences_per_s']:,.0f}")
     speed.add_row("sentences/s, batch 1", f"{result['detect_batch1_sentences_per_s']:,.0f}")
     speed.add_row("model bytes", f"{result['detector_model_bytes']:,}")
-    return [quality_table, speed]
+    return [*tables, speed]
+
+
+def render_sensitivity(result: dict[str, Any]) -> list[Table]:
+    """Per class and overall, device beside the lexicon alone, on each half."""
+    table = Table(title="Sensitivity on the hand-written set (device = detector + lexicon)")
+    table.add_column("class", no_wrap=True)
+    for half in sensitivity_eval.HALVES:
+        for who in ("device", "lexicon"):
+            table.add_column(f"{half} {who} P/R", justify="right")
+    table.add_column("support tune/test", justify="right")
+    names = ["sensitive", *sensitivity_eval.SENSITIVITIES[1:]]
+    for name in names:
+        cells = []
+        support = []
+        for half in sensitivity_eval.HALVES:
+            for who in ("device", "lexicon_only"):
+                part = result[half][who]
+                m = part["sensitive"] if name == "sensitive" else part["per_class"][name]
+                cells.append(f"{m['precision']:.2f}/{m['recall']:.2f}")
+            support.append(str(m["support"]))
+        table.add_row(name, *cells, "/".join(support))
+    chatter = Table(title="Jokes, banter and chatter on the hand-written set (device)")
+    chatter.add_column("measure")
+    for half in sensitivity_eval.HALVES:
+        chatter.add_column(half, justify="right")
+    for key in (
+        "jokes_banter_chatter_candidate_rate",
+        "joke_candidate_rate",
+        "banter_candidate_rate",
+        "chatter_candidate_rate",
+        "short_chatter_sensitive_rate",
+        "candidate_accuracy",
+    ):
+        chatter.add_row(key, *(f"{result[h]['device'][key]:.3f}" for h in sensitivity_eval.HALVES))
+    return [table, chatter]
 
 
 if __name__ == "__main__":

@@ -58,6 +58,7 @@ from protocol.detection.model import (  # noqa: E402
     META_LABELS,
     META_NAME,
     Detector,
+    short_chatter,
 )
 
 DATA = ROOT / "models" / "detector" / "data" / "labelled.jsonl"
@@ -78,7 +79,7 @@ ATTRIBUTION = (
 STEPS = 300
 LEARNING_RATE = 0.05
 L2 = 1e-5
-HAND_WEIGHT = 4.0  # a hand-written hard case counts as this many rule-labelled ones
+HAND_WEIGHT = 8.0  # a hand-written hard case counts as this many rule-labelled ones
 CLASS_WEIGHT_POWER = 0.5  # rare classes weighted by (largest / own count) ** this
 WIDTHS = {"candidate": 1, **{head: len(cols) for head, cols in vocabulary().items()}}
 OFFSETS = {head: sum(WIDTHS[h] for h in HEADS[: HEADS.index(head)]) for head in HEADS}
@@ -286,7 +287,11 @@ def prf(gold: npt.NDArray[np.bool_], pred: npt.NDArray[np.bool_]) -> dict[str, f
 def evaluate(data: Dataset, probs: dict[str, F32]) -> dict[str, object]:
     """Held-out precision/recall/F1 per label value of each head (see docs/detector.md)."""
     found = decode(
-        probs["candidate"], probs["content_type"], probs["sensitivity"], probs["time_kind"]
+        probs["candidate"],
+        probs["content_type"],
+        probs["sensitivity"],
+        probs["time_kind"],
+        chatter=short_chatter(data.texts),
     )
     gold_cand = data.candidate.astype(bool)
     pred_cand = np.array([d.candidate for d in found])

@@ -10,7 +10,8 @@ Invariants:
   user's confirmation (a candidate), a false "normal" writes a health or belief record
   without asking. So the lexicon leans cautious ("doctor", "pray", "vote for" all count)
   and removes only idioms that plainly say nothing about the class ("sick of waiting",
-  "retail therapy", "oh my god").
+  "retail therapy", "oh my god", "God of War", "gave me a heart attack", "fingerprints
+  all over", "I'm a physiotherapist": a job in health care is not the speaker's health).
 """
 
 from __future__ import annotations
@@ -128,6 +129,27 @@ IDIOMS: tuple[str, ...] = (
     r"pain au",
     r"on the (?:right|left) track",
     r"labou?r of love",
+    # issue 18: names and hyperbole that borrow a class's word
+    r"sick(?=!)",  # "sick!": slang praise
+    r"that'?s (?:so )?sick",
+    r"god of war",
+    r"doctor who",
+    r"eric church",
+    r"pray for (?:me|us)",
+    r"(?:^|(?<=[.!?] ))(?:god|lord)(?=[,!])",
+    r"(?:gave|give|giving|gives) (?:me|a man|you|us|someone|her|him) a (?:heart attack|stroke)",
+    r"(?:nearly|almost) had a (?:heart attack|stroke) (?:when|at|over)",
+    r"fingerprints (?:all )?over",
+    r"good genes",
+    r"gene's",
+    r"in (?:my|our|his|her|their) dna",
+    r"loan officers?",
+    r"(?:readers'?|book|film|movie) votes?",
+    r"vote[ds]? for (?:pizza|takeaway|curry|chinese|burgers|tacos)",
+    # an occupation in health care says nothing about the speaker's health
+    r"(?:i'm|i am|she's|he's|work as|working as|training as|training to be|studying to be|"
+    r"want to be) an? (?:\w+ )?(?:nurse|doctor|physio\w*|(?:physical |occupational |speech )?"
+    r"therapist|surgeon|dentist|psychologist|psychiatrist|counsell?or|pharmacist)",
 )
 _IDIOM = re.compile(r"\b(?:" + "|".join(IDIOMS) + r")\b")
 _PATTERNS: dict[Sensitivity, re.Pattern[str]] = {

@@ -5,8 +5,9 @@ Invariants: pure and deterministic. A text's row depends only on the text and
 salted built-in ``hash``), the rest of its batch or the batch's order. Every value is
 finite: the first ``N_HASHED`` columns are counts of hashed character n-grams (2 to 4
 characters, within word boundaries) and of word unigrams and bigrams, scaled so the
-row's hashed part has unit L2 norm (all zeros for a text with no words); the last
-``len(CUES)`` columns are 0/1 cue flags. Texts longer than ``MAX_CHARS`` are cut.
+row's hashed part has unit L2 norm (all zeros for a text with no words); then
+``len(CUES)`` 0/1 cue flags, one 0/1 flag per sensitive class (``cues.sensitive_cues``)
+and four chatter flags (``cues.chatter_cues``). Texts longer than ``MAX_CHARS`` are cut.
 
 The ONNX model holds only numbers (onnxruntime's text operators need a locale the
 device may not have), so this module is the whole text side of the detector; a model
@@ -24,6 +25,8 @@ from itertools import pairwise
 
 import numpy as np
 import numpy.typing as npt
+
+from protocol.detection.cues import SENSITIVE_CLASSES, chatter_cues, sensitive_cues
 
 N_HASHED = 8192
 MAX_CHARS = 600
@@ -54,10 +57,13 @@ CUES: tuple[tuple[str, str], ...] = (
     ),
     ("negation", r"\b(?:not|no|never|nothing|none|neither|nor)\b|n't\b"),
 )
-N_FEATURES = N_HASHED + len(CUES)
+N_CHATTER = 4  # laughter, hyperbole, at most 2 words, at most 6 words
+N_FLAGS = len(CUES) + len(SENSITIVE_CLASSES) + N_CHATTER
+N_FEATURES = N_HASHED + N_FLAGS
 FEATURES_VERSION = (
-    f"memsync-detector-features-1:crc32:char{CHAR_NGRAMS[0]}-{CHAR_NGRAMS[-1]}"
-    f"+word1-2:{N_HASHED}+cues{len(CUES)}"
+    f"memsync-detector-features-2:crc32:char{CHAR_NGRAMS[0]}-{CHAR_NGRAMS[-1]}"
+    f"+word1-2:{N_HASHED}+cues{len(CUES)}+sensitive{len(SENSITIVE_CLASSES)}"
+    f"+chatter{N_CHATTER}"
 )
 
 _WORD = re.compile(r"[^\W_]+(?:'[^\W_]+)*|[?!]")
@@ -110,7 +116,7 @@ def featurise(texts: Sequence[str]) -> npt.NDArray[np.float32]:
     n = len(texts)
     rows: list[int] = []
     cols: list[int] = []
-    cues = np.zeros((n, len(CUES)), dtype=np.float32)
+    cues = np.zeros((n, N_FLAGS), dtype=np.float32)
     for row, text in enumerate(texts):
         if not isinstance(text, str):
             raise TypeError(f"texts[{row}] is {type(text).__name__}, not str")
@@ -118,9 +124,9 @@ def featurise(texts: Sequence[str]) -> npt.NDArray[np.float32]:
         buckets = _buckets(lowered)
         rows.extend([row] * len(buckets))
         cols.extend(buckets)
-        for j, cue in enumerate(_CUES):
-            if cue.search(lowered):
-                cues[row, j] = 1.0
+        flags = [cue.search(lowered) is not None for cue in _CUES]
+        flags += sensitive_cues(lowered) + chatter_cues(lowered)
+        cues[row] = flags
     # Sparse to dense once: the distinct (row, bucket) pairs and their counts, each row
     # scaled to unit L2 norm, written into a zeroed float32 matrix beside the cues.
     flat = np.asarray(rows, dtype=np.int64) * N_HASHED + np.asarray(cols, dtype=np.int64)

@@ -6,6 +6,8 @@ columns; a model stores these tuples in its metadata and is refused if they diff
 is handed: row i of every array is text i. ``content_type``, ``sensitivity`` and
 ``time_kind`` are the heads' best guesses for every text; they mean something only
 when ``candidate`` is true (the type and time heads were trained on candidates only).
+A row marked ``chatter`` (``cues.is_short_chatter``: a few words, no first-person
+subject) is never a candidate and never sensitive, whatever the heads say.
 """
 
 from __future__ import annotations
@@ -54,8 +56,10 @@ TIME_KINDS: tuple[TimeKind, ...] = (
 CANDIDATE_THRESHOLD = 0.5
 # A text is sensitive when the sensitivity head gives "normal" less than this; it then
 # gets the likeliest sensitive class. Below 1 - 0.5 on purpose: missing a sensitive
-# statement costs more than flagging a normal one.
-NORMAL_FLOOR = 0.6
+# statement costs more than flagging a normal one. Fitted on the tune half of the
+# hand-written sensitivity set (bench/sensitivity_data/tune.jsonl, never the test half):
+# 0.7 kept recall at 0.986 with precision 0.876 there (0.6: 0.981 / 0.887).
+NORMAL_FLOOR = 0.7
 
 
 @dataclass(frozen=True, slots=True)
@@ -82,10 +86,12 @@ def decode(
     *,
     threshold: float = CANDIDATE_THRESHOLD,
     normal_floor: float = NORMAL_FLOOR,
+    chatter: npt.NDArray[np.bool_] | None = None,
 ) -> list[Detection]:
     """One ``Detection`` per row: ``candidate`` is ``(n,)``, the others ``(n, len(vocab))``.
 
-    Each array holds probabilities (the model's outputs). Raises ``ValueError`` on a
+    Each array holds probabilities (the model's outputs); ``chatter`` (``(n,)``, or
+    ``None`` for none) marks the rows that are short chatter. Raises ``ValueError`` on a
     shape that does not fit the vocabulary.
     """
     scores = np.asarray(candidate, dtype=np.float64).reshape(-1)
@@ -95,12 +101,16 @@ def decode(
     _rows("time_kind", time_kind, n, len(TIME_KINDS))
     types = np.argmax(content_type, axis=1)
     times = np.argmax(time_kind, axis=1)
-    sensitive = sensitivity[:, 0] < normal_floor
+    quiet = np.zeros((n,), dtype=bool) if chatter is None else np.asarray(chatter, dtype=bool)
+    if quiet.shape != (n,):
+        raise ValueError(f"chatter has shape {quiet.shape}, expected ({n},)")
+    sensitive = (sensitivity[:, 0] < normal_floor) & ~quiet
     best_sensitive = 1 + np.argmax(sensitivity[:, 1:], axis=1)
     classes = np.where(sensitive, best_sensitive, 0)
+    marked = (scores >= threshold) & ~quiet
     return [
         Detection(
-            candidate=bool(scores[i] >= threshold),
+            candidate=bool(marked[i]),
             score=float(np.clip(scores[i], 0.0, 1.0)),
             content_type=CONTENT_TYPES[int(types[i])],
             sensitivity=SENSITIVITIES[int(classes[i])],

@@ -22,7 +22,8 @@ from typing import Any
 import numpy as np
 import onnxruntime as ort
 
-from protocol.detection.features import FEATURES_VERSION, N_FEATURES, featurise
+from protocol.detection.cues import is_short_chatter
+from protocol.detection.features import FEATURES_VERSION, N_FEATURES, featurise, normalised
 from protocol.detection.labels import CANDIDATE_THRESHOLD, HEADS, Detection, decode, vocabulary
 
 BATCH = 256
@@ -33,6 +34,11 @@ META_NAME = "memsync.model_name"
 META_FEATURES = "memsync.features_version"
 META_LABELS = "memsync.labels"
 META_DATA = "memsync.training_data_sha256"
+
+
+def short_chatter(texts: Sequence[str]) -> np.ndarray[Any, np.dtype[np.bool_]]:
+    """Which texts are short chatter (``cues.is_short_chatter``): never candidates."""
+    return np.array([is_short_chatter(normalised(t)) for t in texts], dtype=bool)
 
 
 class DetectorMismatch(ValueError):
@@ -128,6 +134,7 @@ class Detector:
             heads["sensitivity"],
             heads["time_kind"],
             threshold=self.threshold,
+            chatter=short_chatter(texts),
         )
 
     def __repr__(self) -> str:
