@@ -121,7 +121,7 @@ def test_the_block_marks_data_and_hostile_text_stays_inside(make_agent: MakeAgen
     lines = block.split("\n")
     assert lines[0].startswith("<memory-data id=") and lines[-1].startswith("</memory-data id=")
     assert len(lines) == 4 and "<" not in lines[2] and "you wrote:" in lines[2]
-    assert "[personal_fact | said | You told me]" in lines[2]
+    assert lines[2].endswith("| said | You told me]")  # its content type is the detector's
 
 
 def test_related_records_are_pulled_in_by_a_shared_person(make_agent: MakeAgent) -> None:
