@@ -36,6 +36,7 @@ from cloud.consolidator.candidates import plan_candidate
 from cloud.consolidator.external import plan_external
 from cloud.consolidator.extractors import OnnxExtractor, default_chain
 from cloud.consolidator.plan import Context, Plan, describe
+from cloud.consolidator.sensitivity import EmbeddingSensitivity
 from cloud.consolidator.timejob import TimeReport, plan_time
 from cloud.service import CloudService
 from cloud.store.base import WORK_KINDS, StoreSession, WorkItemRow
@@ -100,6 +101,14 @@ class RunReport:
         return text
 
 
+def cloud_sensitivity(service: CloudService) -> EmbeddingSensitivity:
+    """The embedding classifier over the embedder the service's search uses."""
+    from cloud.sensitivity.loader import default_classifier
+
+    embedder = service.search.embedder()
+    return EmbeddingSensitivity(default_classifier(embedder.model_id), embedder)
+
+
 def _refused(receipt: Receipt) -> bool:
     return receipt.status is ReceiptStatus.REFUSED or (
         receipt.status is ReceiptStatus.DUPLICATE
@@ -117,6 +126,7 @@ class Consolidator:
         worker_id: str,
         detector: Detector | None = None,
         extractor: Extractor | None = None,
+        sensitivity: EmbeddingSensitivity | None = None,
         lease_seconds: float = LEASE_SECONDS,
         batch: int = BATCH,
         fault: Callable[[str], None] | None = None,
@@ -128,7 +138,9 @@ class Consolidator:
         self.service = service
         self.worker_id = worker_id
         self.onnx = OnnxExtractor(detector)
-        self.extractor = extractor or default_chain(self.onnx)
+        if extractor is None:
+            extractor = default_chain(self.onnx, sensitivity or cloud_sensitivity(service))
+        self.extractor = extractor
         self.lease_seconds = lease_seconds
         self.batch = batch
         self._fault = fault or (lambda _point: None)
