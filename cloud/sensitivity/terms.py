@@ -73,6 +73,7 @@ LEXICON: dict[Sensitivity, tuple[str, ...]] = {
         "tylenol", "advil", "aspirin", "metformin", "insulin", "prozac", "zoloft",
         "sertraline", "fluoxetine", "citalopram", "escitalopram", "lexapro", "xanax",
         "valium", "diazepam", "adderall", "ritalin", "methylphenidate", "vyvanse",
+        "concerta", "strattera", "elvanse", "atomoxetine",
         "lithium", "statin*", "lipitor", "levothyroxine", "prednisone", "steroid*",
         "antibiotic*", "amoxicillin", "penicillin", "inhaler", "ventolin", "albuterol",
         "epipen", "methadone", "suboxone", "chemotherapy", "chemo", "radiotherapy",
@@ -142,7 +143,8 @@ LEXICON: dict[Sensitivity, tuple[str, ...]] = {
         "swinger*", "hookup*", "hook up", "hooked up", "one night stand", "came out",
         "came out as", "coming out as", "came out to", "come out to",
         "lgbt*", "pride parade", "pride march",
-        "pride month", "drag queen", "drag king", "grindr", "closeted", "in the closet",
+        "pride month", "drag queen", "drag king", "grindr", "tinder", "hinge", "bumble",
+        "closeted", "in the closet",
         "my same-sex", "same-sex", "same sex",
     ),
     Sensitivity.ETHNIC_ORIGIN: (
@@ -183,7 +185,9 @@ LEXICON: dict[Sensitivity, tuple[str, ...]] = {
         "the prophet", "saint", "saints",
     ),
     Sensitivity.POLITICAL_OPINION: (
-        "politic*", "vote*", "voting", "voter*", "ballot*", "election*", "elect",
+        "politic*", "vote for", "voted for", "voting for", "vote against", "voted against",
+        "i vote", "i voted", "my vote", "to vote", "postal vote", "voting", "voter*",
+        "ballot*", "election*", "elect",
         "polling station", "referendum", "campaign*", "canvass*", "democrat*",
         "republican*", "gop", "maga", "labour", "labor party", "tory", "tories",
         "conservative*", "lib dem*", "liberal*", "green party", "the greens", "snp",
@@ -194,7 +198,7 @@ LEXICON: dict[Sensitivity, tuple[str, ...]] = {
         "activis*", "activist*", "protest*", "demonstrat*", "march for", "rally",
         "rallies", "petition*", "pro-life", "pro-choice", "gun control", "gun rights",
         "second amendment", "nra", "immigration", "brexit*", "remainer*", "leaver*",
-        "trump", "biden", "obama", "harris", "starmer", "sunak", "the president",
+        "trump", "biden", "obama", "harris", "starmer", "sunak",
         "prime minister", "parliament", "congress", "senator", "mp", "councillor",
         "council election*", "party member*", "member of the party", "my party",
         "the party", "politician*", "government", "policy", "policies", "taxation",
@@ -210,7 +214,8 @@ LEXICON: dict[Sensitivity, tuple[str, ...]] = {
         "picket*", "walkout*", "walk out",
         "industrial action", "work to rule", "teamster*", "unite union", "gmb",
         "afl-cio", "seiu", "uaw", "labor organiz*", "labour organis*",
-        "syndicat*",
+        "syndicat*", "rmt", "unison", "usdaw", "nurses union", "ufcw", "ibew",
+        "union job", "union shop",
     ),
     Sensitivity.FINANCIAL_DETAIL: (
         "salary", "salaries", "wage*", "income", "earn", "earns", "earned", "earning*",
@@ -224,6 +229,7 @@ LEXICON: dict[Sensitivity, tuple[str, ...]] = {
         "in the red", "savings", "401k", "401(k)", "ira", "isa", "pension*",
         "retirement fund", "retirement savings", "portfolio", "my investments",
         "my stocks", "my shares", "crypto", "bitcoin", "net worth", "inheritance",
+        "my will", "in my will", "estate planning", "life insurance",
         "inherit", "alimony", "child support", "welfare", "benefits", "universal credit",
         "food stamps", "unemployment", "payday loan*", "broke", "can't afford",
         "cannot afford", "couldn't afford", "afford", "money problems",
@@ -318,6 +324,18 @@ IDIOMS: tuple[str, ...] = (
     r"(?:brush|swimming|golf|back|breast|paddle|pen) strokes?",
     r"trans (?:fats?|atlantic|siberian)",
     r"(?:is|so|very|really|super|quite|too) addictive",
+    r"addicted to (?:love island|netflix|tiktok|coffee|chocolate|this|that|the show|"
+    r"the game|[a-z]+ (?:show|series|season|game|podcast))",
+    r"(?:nearly |almost |practically )?(?:had|have|gave me|give me|giving me|gives me) a "
+    r"heart attack",
+    r"(?:is|are|was|so|looks|sounds) sick",
+    r"god of war",
+    r"^(?:jesus|christ|jeez|oh god|god),?",
+    r"(?:a |an )?religious experience",
+    r"loan officer",
+    r"gene's",
+    r"fingerprints (?:all )?(?:over|on)",
+    r"president of (?:our|the|my) (?:[a-z]+ )?(?:club|society|committee|association|board)",
 )
 _IDIOM = re.compile(r"(?<![\w'-])(?:" + "|".join(IDIOMS) + r")(?![\w-])")
 _PATTERNS: dict[Sensitivity, re.Pattern[str]] = {
@@ -353,6 +371,7 @@ SHAPES: tuple[tuple[Sensitivity, re.Pattern[str]], ...] = (
             r"dad|father|mother|parents)\b"
         ),
     ),
+    (Sensitivity.TRADE_UNION, re.compile(r"\b(?:local|lodge) (?:no\.? ?)?\d{1,4}\b")),
     (
         Sensitivity.FINANCIAL_DETAIL,
         re.compile(r"\b[a-z]{2}\d{2}(?: ?[a-z0-9]{4}){2,7}(?: ?[a-z0-9]{1,4})?\b"),
