@@ -9,8 +9,9 @@ Invariants:
 - ``EmbeddingSensitivity`` asks the classifier over the sentence's embedding
   (``cloud.sensitivity.classifier``; the embedder the cloud's search uses); each
   sentence is embedded once per process (a small cache shared by the candidate and
-  external jobs). ``TermsSensitivity`` asks the broader lexicon
-  (``cloud.sensitivity.terms``).
+  external jobs; ``prefetch`` fills it for a claimed batch in one embedder call; a
+  vector agrees with its batch-of-one value to float rounding, ~1e-7). ``TermsSensitivity``
+  asks the broader lexicon (``cloud.sensitivity.terms``).
 - Neither decides the lifecycle: the rules keep a sensitive background record a
   candidate until the user confirms it.
 """
@@ -19,6 +20,7 @@ from __future__ import annotations
 
 import threading
 from collections import OrderedDict
+from collections.abc import Sequence
 from dataclasses import replace
 from datetime import datetime
 
@@ -67,6 +69,22 @@ class EmbeddingSensitivity:
             while len(self._cache) > CACHE_SIZE:
                 self._cache.popitem(last=False)
         return verdict
+
+    def prefetch(self, sentences: Sequence[str]) -> int:
+        """Embed the sentences not cached yet in one call (at most ``CACHE_SIZE``);
+        returns how many were embedded."""
+        with self._lock:
+            missing = [s for s in dict.fromkeys(sentences) if s not in self._cache]
+        missing = missing[:CACHE_SIZE]
+        if not missing:
+            return 0
+        verdicts = self.classifier.classify(self.embedder.embed(missing))
+        with self._lock:
+            for sentence, verdict in zip(missing, verdicts, strict=True):
+                self._cache[sentence] = verdict
+            while len(self._cache) > CACHE_SIZE:
+                self._cache.popitem(last=False)
+        return len(missing)
 
     def extract(self, sentence: str, *, said_at: datetime, hints: Hints) -> Extraction:
         return _carried(sentence, said_at, hints, self.verdict(sentence).sensitivity)

@@ -269,3 +269,17 @@ def test_the_embedding_step_refuses_a_classifier_for_another_embedder(
     other = SensitivityClassifier.from_bytes(model_document(w, b, 0.6, "other@1", {}))
     with pytest.raises(ValueError, match=f"other@1, not {embedder.model_id}"):
         EmbeddingSensitivity(other, embedder)
+
+
+def test_prefetching_a_batch_gives_the_verdicts_of_one_sentence_at_a_time(
+    classifier: SensitivityClassifier, embedder: Embedder
+) -> None:
+    one_by_one = EmbeddingSensitivity(classifier, embedder)
+    batched = EmbeddingSensitivity(classifier, embedder)
+    assert batched.prefetch([*SENTENCES, SENTENCES[0]]) == len(SENTENCES)
+    assert batched.prefetch(SENTENCES) == 0  # cached: nothing embedded twice
+    for sentence in SENTENCES:
+        a, b = batched.verdict(sentence), one_by_one.verdict(sentence)
+        # the embedder's padded batches agree with batch 1 to float rounding (~1e-7)
+        assert a.sensitivity is b.sensitivity, sentence
+        assert abs(a.normal - b.normal) < 1e-5 and abs(a.score - b.score) < 1e-5, sentence
