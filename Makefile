@@ -46,7 +46,14 @@ DETECTOR := $(DETECTOR_DIR)/model.onnx
 $(DETECTOR): models/build_detector.py $(DETECTOR_DIR)/data/labelled.jsonl protocol/detection/features.py protocol/detection/labels.py protocol/detection/model.py $(MODEL_STAMP)
 	$(BIN)/python models/build_detector.py
 
-model: $(MODEL) $(DETECTOR)
+# The cloud's second sensitivity classifier (docs/sensitivity.md): a softmax over the
+# embedder's sentence vectors, fitted on the same labelled sentences, its floor tuned on
+# the tuning half of bench/sensitivity_data; deterministic, so a rebuild gives the same bytes.
+SENSITIVITY := models/sensitivity/model.json
+$(SENSITIVITY): models/build_sensitivity.py $(DETECTOR_DIR)/data/labelled.jsonl cloud/sensitivity/classifier.py $(wildcard bench/sensitivity_data/tune.jsonl) $(MODEL)
+	$(BIN)/python models/build_sensitivity.py
+
+model: $(MODEL) $(DETECTOR) $(SENSITIVITY)
 
 demo: $(STAMP) model
 	$(BIN)/memsync demo
@@ -71,4 +78,4 @@ bench-smoke: $(STAMP) model
 	$(BIN)/python -m bench.run --smoke
 
 clean:
-	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache bench/results.json $(MODEL_DIR) $(DETECTOR) $(DETECTOR_DIR)/metrics.json
+	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache bench/results.json $(MODEL_DIR) $(DETECTOR) $(DETECTOR_DIR)/metrics.json $(SENSITIVITY)

@@ -34,6 +34,7 @@ from bench import export as export_bench
 from bench import live as live_bench
 from bench import relations as relations_bench
 from bench import retrieval as retrieval_bench
+from bench import sensitivity as sensitivity_bench
 from bench import subset as subset_bench
 from bench import sync_suite
 from device.agent import DeviceAgent
@@ -250,6 +251,11 @@ def run_relations(smoke: bool) -> dict[str, Any]:
     return _stamped(relations=relations)
 
 
+def run_sensitivity(smoke: bool) -> dict[str, Any]:
+    """Issue 18's sensitivity bench alone (``--only sensitivity``)."""
+    return _stamped(sensitivity=sensitivity_bench.measure(smoke))
+
+
 def run(
     n_device: int, n_push: int, sizes: list[int], smoke: bool, n_consolidate: int
 ) -> dict[str, Any]:
@@ -275,6 +281,7 @@ def run(
         export = export_bench.measure(root / "export", smoke)
         subset = subset_bench.measure(root / "subset", smoke)
         relations = relations_bench.measure(root / "relations", smoke)
+        sensitivity = sensitivity_bench.measure(smoke)
     figures = {
         "device_pairs_per_s_sqlcipher": ours_cipher,
         "device_pairs_per_s_sqlcipher_model_stubbed": ours_no_model,
@@ -316,6 +323,7 @@ def run(
         export=export,
         subset=subset,
         relations=relations,
+        sensitivity=sensitivity,
     )
 
 
@@ -438,12 +446,14 @@ def main() -> None:
     )
     parser.add_argument(
         "--only",
-        choices=["all", "sync", "export", "subset", "relations"],
+        choices=["all", "sync", "export", "subset", "relations", "sensitivity"],
         default="all",
         help="'sync': only issue 6's sync benches (fleet, pull cost, key destruction, live); "
         "'export': only issue 7's export bench; 'subset': only issue 9's device subset bench; "
         "'relations': only issue 17's tell-then-ask quality bench (the tuning half's failures "
-        "are printed, the held-out half's never)",
+        "are printed, the held-out half's never); 'sensitivity': only issue 18's sensitivity "
+        "bench (both halves' figures; `python -m bench.sensitivity --tune-errors` prints the "
+        "tuning half's errors)",
     )
     args = parser.parse_args()
     # a SIGTERM unwinds like Ctrl-C, so clouds stop and bench databases are dropped
@@ -480,6 +490,14 @@ def main() -> None:
             console.print(table)
         print(f"wrote {RESULTS}")
         return
+    if args.only == "sensitivity":
+        result = run_sensitivity(args.smoke)
+        result["smoke"] = args.smoke
+        RESULTS.write_text(json.dumps(result, indent=2) + "\n")
+        for table in sensitivity_bench.render(result["sensitivity"]):
+            console.print(table)
+        print(f"wrote {RESULTS}")
+        return
     n_device, n_push = (20, 20) if args.smoke else (args.device_pairs, args.push_pairs)
     n_consolidate = 20 if args.smoke else args.candidates
     sizes = [200] if args.smoke else args.sizes
@@ -495,6 +513,7 @@ def main() -> None:
         export_bench.render(result["export"]),
         subset_bench.render(result["subset"]),
         *relations_bench.render(result["relations"]["halves"]),
+        *sensitivity_bench.render(result["sensitivity"]),
     ]
     for table in tables:
         console.print(table)

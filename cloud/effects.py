@@ -27,6 +27,7 @@ import json
 import logging
 from datetime import datetime
 
+from cloud.consolidator.hints import seal_hint
 from cloud.consolidator.tokens import conversation_token
 from cloud.store.base import (
     ArtifactRow,
@@ -45,7 +46,7 @@ from protocol import subjects
 from protocol.consolidation import accounted
 from protocol.messages import EpisodeContent
 from protocol.model import ArtifactContent, LifecycleState, RecordContent, SourceKind
-from protocol.operations import AddArtifact, AddEpisode, AnyOperation, SetProject
+from protocol.operations import AddArtifact, AddEpisode, AnyOperation, MarkCandidate, SetProject
 from protocol.rules import (
     AddVersion,
     CreateArtifact,
@@ -139,9 +140,21 @@ class EffectWriter:
             )
             self.change(seq, "project", project=effect.project)
         elif isinstance(effect, CreateCandidate):
+            assert isinstance(op, MarkCandidate)
             token = conversation_token(self.vault, self.space_id, effect.conversation_id)
+            # the device's class, sealed: the consolidator may raise it, never drop it
+            hint = seal_hint(
+                self.vault, self.s, self.space_id, effect.episode_id, effect.sentence,
+                op.sensitivity,
+            )  # fmt: skip
             self.s.add_work_item(
-                self.space_id, effect.episode_id, effect.sentence, "candidate", token, self.now
+                self.space_id,
+                effect.episode_id,
+                effect.sentence,
+                "candidate",
+                token,
+                self.now,
+                device_hint=hint,
             )
         elif isinstance(effect, EndConversation):
             token = conversation_token(self.vault, self.space_id, effect.conversation_id)

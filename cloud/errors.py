@@ -207,3 +207,14 @@ class DetectorMissing(CloudError):
             f"the memory-candidate detector is missing: {path} not found; run `make model` to "
             "build it (or set MEMSYNC_DETECTOR_DIR to a folder holding model.onnx)"
         )
+
+
+class SensitivityModelMissing(CloudError):
+    """The cloud's sensitivity classifier file is not there (a deployment error, HTTP 500)."""
+
+    def __init__(self, path: object) -> None:
+        self.path = path
+        super().__init__(
+            f"the cloud's sensitivity classifier is missing: {path} not found; run `make model` "
+            "to build it (or set MEMSYNC_SENSITIVITY_DIR to a folder holding model.json)"
+        )

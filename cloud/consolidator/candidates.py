@@ -7,7 +7,7 @@ Invariants:
   ``user_statement``, the episode as its one source and its conversation; the rules
   re-check that it is a whole sentence the user typed there. Everything else (type,
   time, areas, sensitivity) is extracted (``protocol.consolidation.content``).
-- The cloud decides from its own reading: the same detector model runs on the opened
+- The cloud decides candidacy from its own reading: the same detector model runs on the opened
   sentence, and the item is dropped (never written) when the model says it is not a
   candidate, when the sentence is a question, when its episode is forgotten or holds
   no such sentence, or when the sentence is already accounted for
@@ -17,6 +17,9 @@ Invariants:
   item (an explicit "remember this" came first); one the user corrected or took out
   of use drops it with a reason naming the record. Consolidation never undoes the
   user; a restatement typed after the user's decision is a new statement and is kept.
+- Sensitivity is the device's or the cloud's: the device's label (sealed with the item,
+  ``hints``) is the extraction's hint, and the chain (the detector, the device lexicon,
+  the embedding classifier, the broader lexicon) can only raise it.
 - The rules decide the lifecycle: a normal-class fact goes active ("recently learned"),
   a sensitive one stays a candidate until the user confirms it.
 - One record per candidate: its record id and op id are keyed hashes of the candidate
@@ -27,6 +30,7 @@ from __future__ import annotations
 
 import sys
 
+from cloud.consolidator.hints import open_hint
 from cloud.consolidator.plan import BY, Context, Plan
 from cloud.store.base import WorkItemRow
 from protocol import statements
@@ -78,7 +82,9 @@ def plan_candidate(ctx: Context, item: WorkItemRow) -> Plan:
     if already is not None:
         return Plan(record_id=already)
     said_at = episode.typed_at or item.marked_at
-    extraction = ctx.extractor.extract(sentence, said_at=said_at, hints=Hints())
+    # the device's class is a hint the chain can only raise: sensitive if either says so
+    device = open_hint(ctx.vault, ctx.s, ctx.space_id, item.episode_id, item.sentence)
+    extraction = ctx.extractor.extract(sentence, said_at=said_at, hints=Hints(sensitivity=device))
     content = said_content(
         sentence,
         extraction,

@@ -1,4 +1,5 @@
-"""The consolidator's extractors: the ONNX candidate detector chained before the rules.
+"""The consolidator's extractors: the ONNX candidate detector chained before the rules,
+then the cloud's own sensitivity checks.
 
 Invariants:
 - Every extractor satisfies ``protocol.consolidation.extract.Extractor`` (a ``name`` and
@@ -8,15 +9,21 @@ Invariants:
   into an extraction; the caller's hints win over the model, a sensitive hint is never
   lowered. ``RuleExtractor`` runs after it (``ChainExtractor``): it takes the content
   type as given, lets words in the sentence ("tomorrow", "until June") decide the
-  time, and can only raise sensitivity.
-- The device's labels are advisory and are not stored: the cloud runs the same
-  detector model on the opened sentence (``OnnxExtractor.detect``) and decides from
-  that. One sentence is run once per process (a small cache), so the candidate check
-  and the extraction share one model call.
+  time, and can only raise sensitivity. The last steps are the cloud's second
+  classifier over the sentence embedding and its broader lexicon
+  (``cloud.consolidator.sensitivity``), each only able to raise.
+- Sensitivity is the union of the device and the cloud (``cloud.sensitivity.union``):
+  the device's class (the ``MarkCandidate`` label, kept sealed with its work item,
+  migration 15) comes in as the hint, and the cloud's detector run, the device
+  lexicon, the embedding classifier and the broader lexicon can each only raise it.
+  The device's other labels are advisory: the cloud runs the same detector model on
+  the opened sentence (``OnnxExtractor.detect``) for the candidate check, content type
+  and time. One sentence is run once per process (a small cache), so the candidate
+  check and the extraction share one model call.
 
 Plugging in a language model later: write a class with ``name`` and ``extract`` that
 returns an ``Extraction`` (it sees the previous step's answer as ``hints``) and pass
-``ChainExtractor([onnx, RuleExtractor(), YourModel()])`` as ``extractor=`` to
+``ChainExtractor([onnx, RuleExtractor(), YourModel(), *cloud_checks])`` as ``extractor=`` to
 ``cloud.consolidator.worker.Consolidator``. It must stay a function of the sentence,
 the moment it was said and the hints: the record's text stays the user's sentence,
 and the rules still decide what may be *said*, what waits for the user and what can
@@ -29,6 +36,7 @@ import threading
 from collections import OrderedDict
 from datetime import datetime
 
+from cloud.consolidator.sensitivity import EmbeddingSensitivity, TermsSensitivity
 from protocol.consolidation.areas import life_areas
 from protocol.consolidation.extract import ChainExtractor, Extraction, Extractor, Hints
 from protocol.consolidation.extract import RuleExtractor as RuleExtractor
@@ -79,9 +87,10 @@ class OnnxExtractor:
         )
 
 
-def default_chain(onnx: OnnxExtractor) -> Extractor:
-    """The detector first, then the keyword and date rules."""
-    return ChainExtractor([onnx, RuleExtractor()])
+def default_chain(onnx: OnnxExtractor, embedding: EmbeddingSensitivity) -> Extractor:
+    """The detector first, then the keyword and date rules, then the cloud's sensitivity
+    checks (the embedding classifier, the broader lexicon), each only able to raise."""
+    return ChainExtractor([onnx, RuleExtractor(), embedding, TermsSensitivity()])
 
 
 __all__ = ["OnnxExtractor", "RuleExtractor", "default_chain"]

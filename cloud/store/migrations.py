@@ -534,6 +534,19 @@ def _v14_conversations(conn: Connection) -> None:
         conn.exec_driver_sql(statement)
 
 
+# Migration 15: the device's sensitivity label of a candidate (``MarkCandidate``), sealed
+# with its episode's data key (``cloud.consolidator.hints``), so "sensitive when the
+# device or the cloud says so" holds: the consolidator opens it as a hint that can only
+# raise. Written in the transaction of its work item; cleared when the item finishes.
+# Items queued before it have none (their device label was not kept).
+HINT_MIGRATION = 15
+
+
+def _v15_candidate_hints(conn: Connection) -> None:
+    blob = _TYPES[conn.dialect.name]["blob"]
+    conn.exec_driver_sql(f"ALTER TABLE work_items ADD COLUMN device_hint {blob}")
+
+
 @dataclass(frozen=True)
 class Migration:
     version: int
@@ -556,6 +569,7 @@ MIGRATIONS: tuple[Migration, ...] = (
     Migration(SUBSET_MIGRATION, "device_subset", _v12_subset),
     Migration(HISTORY_MIGRATION, "history_index", _v13_history),
     Migration(CONVERSATION_MIGRATION, "conversation_episodes", _v14_conversations),
+    Migration(HINT_MIGRATION, "candidate_hints", _v15_candidate_hints),
 )
 
 _CREATE_MIGRATIONS = {

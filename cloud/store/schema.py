@@ -377,9 +377,11 @@ record_vectors = Table(
 
 # The consolidator's work queue (migration 5; ``cloud.store.sql_work``): ids, times,
 # states and keyed hashes only. ``sentence`` is -1 for an item covering a whole
-# episode (behaviour events, external content). The detector's labels are not kept:
-# they say what the words are about, and the consolidator re-derives them by running
-# the same model on the opened sentence (the device's labels are advisory).
+# episode (behaviour events, external content). The detector's labels are not kept in
+# the clear: they say what the words are about. The consolidator re-derives them by
+# running the same model on the opened sentence; only the device's sensitivity class
+# is kept, sealed with the episode's data key (``device_hint``, migration 15,
+# ``cloud.consolidator.hints``), so the cloud can only raise it, never drop it.
 work_items = Table(
     "work_items",
     metadata,
@@ -396,6 +398,8 @@ work_items = Table(
     Column("lease_owner", Text),
     Column("lease_until", UtcDateTime),
     Column("attempts", Integer, nullable=False, server_default="0"),
+    # the device's sensitivity label, sealed (migration 15); NULL once the item is finished
+    Column("device_hint", LargeBinary),
 )
 
 ended_conversations = Table(

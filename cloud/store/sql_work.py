@@ -6,7 +6,9 @@ Invariants:
   spaces, and they hand back ids, times and states, never anything that was typed.
 - A row holds ids, times, states and a keyed hash of the conversation id. The
   detector's labels (what a sentence is about) are never stored in the clear: the
-  consolidator runs the same model again on the opened sentence.
+  consolidator runs the same model again on the opened sentence. The device's
+  sensitivity label is kept sealed (``device_hint``, migration 15) while the item
+  waits, and cleared when it is finished or dropped.
 - A candidate is ready once its conversation has ended (``end_conversation``, or an
   item added to an already ended conversation); behaviour and external items are ready
   at once. ``ready_at`` is set once and never cleared.
@@ -117,10 +119,12 @@ class WorkQueries:
         item_kind: str,
         conversation_token: str,
         at: datetime,
+        device_hint: bytes | None = None,
     ) -> bool:
         """Queue one item (a second add of the same key changes nothing); True if new.
 
-        A candidate is ready at once only if its conversation has already ended."""
+        A candidate is ready at once only if its conversation has already ended.
+        ``device_hint`` is the device's label, already sealed (``consolidator.hints``)."""
         if item_kind not in WORK_KINDS:
             raise StoreError(
                 f"work item {episode_id}: kind {item_kind!r} is not one of {WORK_KINDS}"
@@ -143,6 +147,7 @@ class WorkQueries:
                     "ready_at": at if ready else None,
                     "state": WAITING,
                     "attempts": 0,
+                    "device_hint": device_hint,
                 }
             ],
         )
@@ -191,7 +196,12 @@ class WorkQueries:
     ) -> int:
         done = 0
         for chunk in chunks(sorted(set(keys), key=lambda k: (k[0], _column(k[1])))):
-            values: dict[str, Any] = {"state": state, "lease_owner": None, "lease_until": None}
+            values: dict[str, Any] = {
+                "state": state,
+                "lease_owner": None,
+                "lease_until": None,
+                "device_hint": None,
+            }
             if record_id is not None:
                 values["record_id"] = record_id
             result = self.conn.execute(
@@ -219,6 +229,18 @@ class WorkQueries:
         same work."""
         return self._finish(space_id, keys, DROPPED if dropped else DONE, record_id)
 
+    def work_item_hint(self, space_id: str, episode_id: str, sentence: int) -> bytes | None:
+        """The sealed device label of a waiting candidate, or None (none kept, or finished)."""
+        found = self.conn.execute(
+            select(_w.device_hint).where(
+                _w.space_id == space_id,
+                _w.episode_id == episode_id,
+                _w.sentence == sentence,
+                _w.state == WAITING,
+            )
+        ).first()
+        return None if found is None or found[0] is None else bytes(found[0])
+
     def release_work(
         self, owner: str, space_id: str, keys: Iterable[tuple[str, int | None]]
     ) -> int:
@@ -244,7 +266,7 @@ class WorkQueries:
             result = self.conn.execute(
                 update(t.work_items)
                 .where(_w.space_id == space_id, _w.episode_id.in_(chunk), _w.state == WAITING)
-                .values(state=DROPPED, lease_owner=None, lease_until=None)
+                .values(state=DROPPED, lease_owner=None, lease_until=None, device_hint=None)
             )
             dropped += int(result.rowcount)
         return dropped
