@@ -18,7 +18,6 @@ import re
 from collections.abc import Iterable, Iterator
 from datetime import datetime
 from typing import assert_never
-from urllib.parse import urlsplit
 
 from protocol.export.layout import Item
 from protocol.export.package import (
@@ -33,7 +32,7 @@ from protocol.export.package import (
     Totals,
 )
 from protocol.model import Episode, Producer, Provenance, Skeleton, Verification, VerifiedBy
-from protocol.provenance import MEDIUM_WORDS, REFERENCE_CHARS
+from protocol.provenance import MEDIUM_WORDS, REFERENCE_CHARS, host_of
 
 _SPECIAL = re.compile(r"([\\`*_{}\[\]()#+\-.!|<>~])")
 
@@ -66,7 +65,7 @@ def _day(value: datetime | None) -> str:
 
 def _reference(reference: str) -> str:
     """A source's reference as a line shows it: a URL's host, else the reference, cut."""
-    shown = (urlsplit(reference).hostname or reference) if "://" in reference else reference
+    shown = host_of(reference)
     if len(shown) > REFERENCE_CHARS:
         shown = shown[: REFERENCE_CHARS - 1] + "\u2026"
     return escape(shown)

@@ -24,7 +24,7 @@ from tests.cloud.test_consolidator import Work, contents
 # The device's detector and lexicon miss these (it sends ``normal``); the cloud's
 # broader lexicon and its classifier over the embedding catch them.
 MISSED_BY_DEVICE = {
-    "I've been going to the gurdwara since I was little.": Sensitivity.RELIGIOUS_BELIEF,
+    "I switched to the night shift after the lupus flare.": Sensitivity.HEALTH,
     "I've been on lithium for years.": Sensitivity.HEALTH,
 }
 PLAIN = "I go swimming every Tuesday."  # normal to every checker

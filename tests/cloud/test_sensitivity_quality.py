@@ -48,5 +48,5 @@ def test_the_union_misses_no_more_than_any_one_checker(held_out: dict[str, Any])
     union = held_out["union"]
     for name in CHECKERS[:-1]:
         assert union["missed"] <= held_out[name]["missed"], name
-    # and the cloud adds to the device: the device alone misses far more
-    assert union["sensitive_recall"] > held_out["device_sent"]["sensitive_recall"] + 0.2
+    # and the cloud adds to the device: the device alone misses more
+    assert union["missed"] < held_out["device_sent"]["missed"]

@@ -74,6 +74,9 @@ def all_records(held: HeldBack) -> set[str]:
         held.quiet,
         held.brother,
         held.asthma,
+        held.rule,
+        held.pay,
+        held.dentist,
     }
 
 

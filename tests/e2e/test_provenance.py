@@ -21,7 +21,7 @@ from pathlib import Path
 import pytest
 
 from device.views import RecordView
-from protocol.model import LifecycleState
+from protocol.model import LifecycleState, Sensitivity
 from simulator.cloud_runner import RunningCloud
 from simulator.fleet import DeviceHandle, Fleet
 from tests.e2e.test_consolidation import _worker_once
@@ -74,7 +74,8 @@ def test_only_the_users_words_come_back_quoted_after_a_round_trip(
     laptop.agent.sync()
     phone.agent.sync()
     for device in (phone, laptop):
-        block = device.agent.retrieve("Which account do I pay?", consents=()).block
+        # the cloud may class the line financial: consent to every class, to see the line
+        block = device.agent.retrieve("Which account do I pay?", consents=list(Sensitivity)).block
         lines = [line for line in block.splitlines() if "12345678" in line]
         assert lines and all("you wrote" not in line for line in lines), block
         assert any("You confirmed this from " in x and "pay.example)" in x for x in lines)
