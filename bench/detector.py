@@ -34,18 +34,9 @@ BATCH = 256
 
 
 def _prf(gold: np.ndarray, pred: np.ndarray) -> dict[str, float]:
-    tp = int((gold & pred).sum())
-    fp = int((~gold & pred).sum())
-    fn = int((gold & ~pred).sum())
-    precision = tp / (tp + fp) if tp + fp else 0.0
-    recall = tp / (tp + fn) if tp + fn else 0.0
-    f1 = 2 * precision * recall / (precision + recall) if precision + recall else 0.0
-    return {
-        "precision": round(precision, 3),
-        "recall": round(recall, 3),
-        "f1": round(f1, 3),
-        "support": int(gold.sum()),
-    }
+    return sensitivity_eval.prf(
+        int((gold & pred).sum()), int((~gold & pred).sum()), int((gold & ~pred).sum())
+    )
 
 
 def _test_split() -> list[dict[str, Any]]:

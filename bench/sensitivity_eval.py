@@ -25,22 +25,13 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
+from protocol.model import Sensitivity
+
 PATH = Path(__file__).resolve().parent / "sensitivity_data"
 SOURCE = PATH / "written.txt"
 HALVES = ("tune", "test")
 KINDS = ("statement", "joke", "banter", "chatter", "question", "distractor", "command")
-SENSITIVITIES = (
-    "normal",
-    "health",
-    "sex_life",
-    "ethnic_origin",
-    "political_opinion",
-    "religious_belief",
-    "trade_union",
-    "genetic",
-    "biometric",
-    "financial_detail",
-)
+SENSITIVITIES = tuple(s.value for s in Sensitivity)  # normal first, then each class
 # Kinds that are never memory candidates (the issue: jokes become "recently learned").
 NOT_CANDIDATE_KINDS = ("joke", "banter", "chatter")
 # "Short chatter": a joke, banter or chatter line of at most this many words.
@@ -60,7 +51,7 @@ def is_short_chatter(row: dict[str, Any]) -> bool:
     return row["kind"] in NOT_CANDIDATE_KINDS and len(row["text"].split()) <= SHORT_WORDS
 
 
-def _prf(tp: int, fp: int, fn: int) -> dict[str, float]:
+def prf(tp: int, fp: int, fn: int) -> dict[str, float]:
     precision = tp / (tp + fp) if tp + fp else 0.0
     recall = tp / (tp + fn) if tp + fn else 0.0
     f1 = 2 * precision * recall / (precision + recall) if precision + recall else 0.0
@@ -93,7 +84,7 @@ def score(
     sens_pred = [str(p) != "normal" for p in sensitivity]
     out: dict[str, Any] = {
         "sentences": len(rows),
-        "sensitive": _prf(
+        "sensitive": prf(
             sum(g and p for g, p in zip(sens_gold, sens_pred, strict=True)),
             sum(p and not g for g, p in zip(sens_gold, sens_pred, strict=True)),
             sum(g and not p for g, p in zip(sens_gold, sens_pred, strict=True)),
@@ -103,7 +94,7 @@ def score(
     for cls in SENSITIVITIES[1:]:
         g = [x == cls for x in gold]
         p = [str(x) == cls for x in sensitivity]
-        per_class[cls] = _prf(
+        per_class[cls] = prf(
             sum(a and b for a, b in zip(g, p, strict=True)),
             sum(b and not a for a, b in zip(g, p, strict=True)),
             sum(a and not b for a, b in zip(g, p, strict=True)),

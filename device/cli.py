@@ -39,12 +39,12 @@ from device.export import check_out_dir
 from device.importing import looks_like_package
 from device.live import DEFAULT_WAIT, NOTHING_NEW, LiveEvent, LiveEventKind
 from device.views import LocalResult, RecallHit, RecordView
-from device.writing import EXTERNAL_MEDIA
 from protocol.errors import ProtocolError
 from protocol.export.package import Section
 from protocol.messages import MAX_PULL_WAIT, parse_closing_header
 from protocol.model import ContentType, LifeArea, Sensitivity, TimeKind
 from protocol.operations import EffectKind
+from protocol.provenance import EXTERNAL_MEDIA
 
 Handler = Callable[[argparse.Namespace], int]
 

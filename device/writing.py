@@ -57,6 +57,7 @@ from protocol.operations import (
     Infer,
     MarkCandidate,
 )
+from protocol.provenance import EXTERNAL_MEDIA
 from protocol.sentences import is_question, split_sentences
 
 Apply = Callable[[AnyOperation, bool | None], LocalResult]
@@ -64,16 +65,6 @@ Build = Callable[[str, str, Callable[[], AnyOperation]], AnyOperation]
 BEHAVIOUR_CONVERSATION = "behaviour"
 MAX_IMPORTED_SENTENCES = 64
 MAX_MARKED_SENTENCE = 255  # a mark names a sentence index up to this
-# Where external content came from: each is logged as external content, its medium
-# prefixed to the source id ("email:<message id>").
-EXTERNAL_MEDIA = (
-    "web_page",
-    "email",
-    "document",
-    "calendar_invite",
-    "agent",
-    "tool_output",
-)
 
 
 @dataclass(frozen=True, slots=True)

@@ -15,6 +15,7 @@ Invariants:
 
 from __future__ import annotations
 
+from datetime import datetime
 from typing import assert_never
 
 from protocol.model import (
@@ -27,16 +28,11 @@ from protocol.model import (
     VerifiedBy,
 )
 
-# The media a source id may name as its prefix ("web_page:https://pay.example").
-MEDIA = (
-    "web_page",
-    "email",
-    "document",
-    "calendar_invite",
-    "agent",
-    "tool_output",
-    "connected_source",
-)
+# Where external content comes from: the device logs it as external content, its medium
+# prefixed to the source id ("web_page:https://pay.example").
+EXTERNAL_MEDIA = ("web_page", "email", "document", "calendar_invite", "agent", "tool_output")
+# The media a source id may name as its prefix.
+MEDIA = (*EXTERNAL_MEDIA, "connected_source")
 MEDIUM_WORDS = {
     "web_page": "a web page",
     "email": "an email",
@@ -47,7 +43,6 @@ MEDIUM_WORDS = {
     "connected_source": "a connected source",
     "external": "external content",
 }
-SOURCE_KINDS = (SourceKind.EXTERNAL_CONTENT, SourceKind.CONNECTED_SOURCE)
 REFERENCE_CHARS = 60  # how much of a reference a line shows
 
 
@@ -59,6 +54,14 @@ def host_of(url: str) -> str:
     authority = rest.split("/", 1)[0].split("?", 1)[0].split("#", 1)[0]
     host = authority.rpartition("@")[2].split(":", 1)[0]
     return host.casefold() or url
+
+
+def shown_reference(reference: str) -> str:
+    """A reference as a line shows it: a URL's host, else the reference, cut."""
+    shown = host_of(reference)
+    if len(shown) > REFERENCE_CHARS:
+        shown = shown[: REFERENCE_CHARS - 1] + "\u2026"
+    return shown
 
 
 def split_source(source_id: str | None) -> tuple[str | None, str | None]:
@@ -84,49 +87,48 @@ def origin_of(source_id: str) -> str:
     return ref
 
 
+def _not_typed(content: RecordContent, source_id: str | None, at: datetime | None) -> Provenance:
+    """The provenance of words the user did not type, by the content's source kind."""
+    match content.source_kind:
+        case SourceKind.EXTERNAL_CONTENT | SourceKind.CONNECTED_SOURCE:
+            medium, reference = split_source(source_id)
+            if medium is None and content.source_kind is SourceKind.CONNECTED_SOURCE:
+                medium = "connected_source"
+            return Provenance(
+                producer=Producer.SOURCE, medium=medium or "external", reference=reference, at=at
+            )
+        case SourceKind.IMPORT:
+            return Provenance(producer=Producer.IMPORT, reference=source_id, at=at)
+        case SourceKind.USER_BEHAVIOUR:
+            return Provenance(producer=Producer.ASSISTANT, medium="behaviour", at=at)
+        case SourceKind.USER_STATEMENT:
+            return Provenance(producer=Producer.ASSISTANT, at=at)
+        case unknown:
+            assert_never(unknown)
+
+
+def _typed(content: RecordContent) -> Provenance:
+    return Provenance(
+        producer=Producer.USER, conversation_id=content.conversation_id, at=content.said_at
+    )
+
+
 def _legacy(content: RecordContent) -> Provenance:
     """The provenance of content written before the field, from what it does hold."""
     observed = content.evidence.observations
     first = observed[0] if observed else None
-    match content.source_kind:
-        case SourceKind.USER_STATEMENT:
-            # a said record was checked verbatim; a verified or invalid one was the
-            # user's if it carries when they said it (an inference carries no said_at)
-            typed = content.epistemic_state is EpistemicState.SAID or (
-                content.epistemic_state in (EpistemicState.VERIFIED, EpistemicState.INVALID)
-                and content.said_at is not None
-            )
-            if typed:
-                return Provenance(
-                    producer=Producer.USER,
-                    conversation_id=content.conversation_id,
-                    at=content.said_at,
-                )
-            return Provenance(producer=Producer.ASSISTANT, at=content.said_at)
-        case SourceKind.USER_BEHAVIOUR:
-            return Provenance(
-                producer=Producer.ASSISTANT,
-                medium="behaviour",
-                at=content.evidence.last_observed,
-            )
-        case SourceKind.EXTERNAL_CONTENT | SourceKind.CONNECTED_SOURCE:
-            medium, reference = split_source(first.source_id if first else None)
-            if medium is None and content.source_kind is SourceKind.CONNECTED_SOURCE:
-                medium = "connected_source"
-            return Provenance(
-                producer=Producer.SOURCE,
-                medium=medium or "external",
-                reference=reference,
-                at=first.at if first else None,
-            )
-        case SourceKind.IMPORT:
-            return Provenance(
-                producer=Producer.IMPORT,
-                reference=first.source_id if first else None,
-                at=first.at if first else None,
-            )
-        case unknown:
-            assert_never(unknown)
+    if content.source_kind is SourceKind.USER_STATEMENT:
+        # a said record was checked verbatim; a verified or invalid one was the user's
+        # if it carries when they said it (an inference carries no said_at)
+        if content.epistemic_state is EpistemicState.SAID or (
+            content.epistemic_state in (EpistemicState.VERIFIED, EpistemicState.INVALID)
+            and content.said_at is not None
+        ):
+            return _typed(content)
+        return _not_typed(content, None, content.said_at)
+    if content.source_kind is SourceKind.USER_BEHAVIOUR:
+        return _not_typed(content, None, content.evidence.last_observed)
+    return _not_typed(content, first.source_id if first else None, first.at if first else None)
 
 
 def provenance_of(content: RecordContent) -> Provenance:
@@ -174,10 +176,7 @@ def source_words(provenance: Provenance) -> str:
     reference = provenance.reference
     if not reference or provenance.producer in (Producer.USER, Producer.ASSISTANT):
         return what
-    shown = host_of(reference)
-    if len(shown) > REFERENCE_CHARS:
-        shown = shown[: REFERENCE_CHARS - 1] + "\u2026"
-    return f"{what} ({shown})"
+    return f"{what} ({shown_reference(reference)})"
 
 
 def establish(
@@ -191,9 +190,7 @@ def establish(
         content.source_kind is SourceKind.USER_STATEMENT
         and content.epistemic_state is EpistemicState.SAID
     ):
-        return Provenance(
-            producer=Producer.USER, conversation_id=content.conversation_id, at=content.said_at
-        )
+        return _typed(content)
     source_id = next(
         (
             source
@@ -205,19 +202,6 @@ def establish(
     if source_id is None and content.evidence.observations:
         source_id = content.evidence.observations[0].source_id
     seen = content.evidence.first_observed
-    match content.source_kind:
-        case SourceKind.EXTERNAL_CONTENT | SourceKind.CONNECTED_SOURCE:
-            medium, reference = split_source(source_id)
-            if medium is None and content.source_kind is SourceKind.CONNECTED_SOURCE:
-                medium = "connected_source"
-            return Provenance(
-                producer=Producer.SOURCE, medium=medium or "external", reference=reference, at=seen
-            )
-        case SourceKind.IMPORT:
-            return Provenance(producer=Producer.IMPORT, reference=source_id, at=seen)
-        case SourceKind.USER_BEHAVIOUR:
-            return Provenance(producer=Producer.ASSISTANT, medium="behaviour", at=seen)
-        case SourceKind.USER_STATEMENT:
-            return Provenance(producer=Producer.ASSISTANT, at=content.said_at or seen)
-        case unknown:
-            assert_never(unknown)
+    if content.source_kind is SourceKind.USER_STATEMENT:
+        return _not_typed(content, source_id, content.said_at or seen)
+    return _not_typed(content, source_id, seen)

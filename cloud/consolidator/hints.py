@@ -26,9 +26,12 @@ def _item(episode_id: str, sentence: int) -> str:
     return f"{episode_id}#{sentence}"
 
 
-def _episode_key(s: StoreSession, space_id: str, episode_id: str) -> str | None:
+def _episode_dek(vault: Vault, s: StoreSession, space_id: str, episode_id: str) -> bytes | None:
+    """The data key of the episode's content, or None when the episode or its key is gone."""
     row = s.episodes(space_id, [episode_id]).get(episode_id)
-    return None if row is None else row.key_id
+    if row is None:
+        return None
+    return vault.data_keys(s, space_id, [row.key_id]).get(row.key_id)
 
 
 def seal_hint(
@@ -40,10 +43,7 @@ def seal_hint(
     sensitivity: Sensitivity,
 ) -> bytes | None:
     """The sealed label, or None when the episode or its key is gone."""
-    key_id = _episode_key(s, space_id, episode_id)
-    if key_id is None:
-        return None
-    dek = vault.data_keys(s, space_id, [key_id]).get(key_id)
+    dek = _episode_dek(vault, s, space_id, episode_id)
     if dek is None:
         return None
     plain = sensitivity.value.encode().ljust(HINT_BYTES)
@@ -57,10 +57,7 @@ def open_hint(
     sealed = s.work_item_hint(space_id, episode_id, sentence)
     if sealed is None:
         return None
-    key_id = _episode_key(s, space_id, episode_id)
-    if key_id is None:
-        return None
-    dek = vault.data_keys(s, space_id, [key_id]).get(key_id)
+    dek = _episode_dek(vault, s, space_id, episode_id)
     if dek is None:
         return None
     item = _item(episode_id, sentence)

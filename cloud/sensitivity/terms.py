@@ -18,7 +18,6 @@ Invariants:
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
 
 from protocol.consolidation import sensitivity as device_lexicon
 from protocol.consolidation.lexicon import compile_lexicon, fold
@@ -389,13 +388,7 @@ SHAPES: tuple[tuple[Sensitivity, re.Pattern[str]], ...] = (
 )
 
 
-@dataclass(frozen=True, slots=True)
-class TermMatch:
-    sensitivity: Sensitivity
-    cue: str  # the words that matched, for "how do you know this?"
-
-
-def find_terms(text: str) -> list[TermMatch]:
+def find_terms(text: str) -> list[device_lexicon.SensitiveMatch]:
     """Every sensitive class the broader lexicon finds in ``text``, in ``PRIORITY`` order."""
     folded = _IDIOM.sub(" ", fold(text))
     hits: dict[Sensitivity, str] = {}
@@ -406,7 +399,7 @@ def find_terms(text: str) -> list[TermMatch]:
     for cls, shape in SHAPES:
         if cls not in hits and (hit := shape.search(folded)) is not None:
             hits[cls] = hit.group(0)
-    return [TermMatch(cls, hits[cls]) for cls in PRIORITY if cls in hits]
+    return [device_lexicon.SensitiveMatch(cls, hits[cls]) for cls in PRIORITY if cls in hits]
 
 
 def terms_class(text: str) -> Sensitivity:

@@ -19,17 +19,10 @@ from __future__ import annotations
 
 import re
 
-SENSITIVE_CLASSES = (
-    "health",
-    "sex_life",
-    "ethnic_origin",
-    "political_opinion",
-    "religious_belief",
-    "trade_union",
-    "genetic",
-    "biometric",
-    "financial_detail",
-)
+from protocol.model import Sensitivity
+
+# every sensitive class, in the enum's order (the order of the features)
+SENSITIVE_CLASSES = tuple(s.value for s in Sensitivity if s is not Sensitivity.NORMAL)
 
 # Idioms blanked out before the class cues are looked for: they borrow a class's word
 # and say nothing about it.

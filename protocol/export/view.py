@@ -32,7 +32,7 @@ from protocol.export.package import (
     Totals,
 )
 from protocol.model import Episode, Producer, Provenance, Skeleton, Verification, VerifiedBy
-from protocol.provenance import MEDIUM_WORDS, REFERENCE_CHARS, host_of
+from protocol.provenance import MEDIUM_WORDS, shown_reference
 
 _SPECIAL = re.compile(r"([\\`*_{}\[\]()#+\-.!|<>~])")
 
@@ -64,11 +64,8 @@ def _day(value: datetime | None) -> str:
 
 
 def _reference(reference: str) -> str:
-    """A source's reference as a line shows it: a URL's host, else the reference, cut."""
-    shown = host_of(reference)
-    if len(shown) > REFERENCE_CHARS:
-        shown = shown[: REFERENCE_CHARS - 1] + "\u2026"
-    return escape(shown)
+    """A source's reference as a line shows it, escaped for the view."""
+    return escape(shown_reference(reference))
 
 
 def produced(p: Provenance) -> str:

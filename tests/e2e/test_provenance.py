@@ -20,11 +20,10 @@ from pathlib import Path
 
 import pytest
 
-from device.views import RecordView
 from protocol.model import LifecycleState, Sensitivity
 from simulator.cloud_runner import RunningCloud
 from simulator.fleet import DeviceHandle, Fleet
-from tests.e2e.test_consolidation import _worker_once
+from tests.e2e.test_consolidation import _by_text, _worker_once
 
 pytestmark = pytest.mark.e2e
 
@@ -38,10 +37,6 @@ def pair(cloud: RunningCloud, tmp_path: Path) -> Iterator[tuple[DeviceHandle, De
     ada = fleet.add_user("ada")
     yield fleet.add_device(ada, "phone"), fleet.add_device(ada, "laptop")
     fleet.close()
-
-
-def _by_text(handle: DeviceHandle) -> dict[str, RecordView]:
-    return {v.text: v for v in handle.agent.list_records() if v.text is not None}
 
 
 def test_only_the_users_words_come_back_quoted_after_a_round_trip(
