@@ -89,14 +89,11 @@ def confirm_warning(content: RecordContent) -> ConfirmWarning | None:
     if origin.producer not in (Producer.SOURCE, Producer.IMPORT):
         return None  # the user's own words, or the assistant's (a rule is checked apart)
     shape = instruction_shape(content.text)
-    external = True
     where = source_words(origin)
-    parts = []
-    if external:
-        parts.append(
-            f"These are not your words: they come from {where}. Confirming makes them part "
-            "of your memory as if you had checked them."
-        )
+    parts = [
+        f"These are not your words: they come from {where}. Confirming makes them part "
+        "of your memory as if you had checked them."
+    ]
     if shape is not None:
         parts.append(
             f"Warning: this reads as an instruction ({shape}). Pages and messages use this "
