@@ -29,7 +29,6 @@ from pydantic import BaseModel
 from pydantic.json_schema import JsonSchemaMode, models_json_schema
 
 from cloud import closing
-from cloud.status import RecordState
 from protocol.export.stream import MEDIA_TYPE as EXPORT_MEDIA_TYPE
 from protocol.messages import (
     AccountKeyRequest,
@@ -51,6 +50,7 @@ from protocol.messages import (
     PushResponse,
     RecallRequest,
     RecallResponse,
+    RecordState,
     ServiceMode,
     ServiceStatus,
     SubsetPolicyRequest,

@@ -101,7 +101,7 @@ from cloud.keystore import SqliteKeyStore, open_key_store
 from cloud.live import ChangeNotifier
 from cloud.retrieval import CloudRetrieval
 from cloud.search import SearchIndex
-from cloud.status import AsOf, RecordState, as_of, record_state
+from cloud.status import AsOf, as_of, record_state
 from cloud.store import SqlStore, open_store
 from cloud.store.base import (
     CompactionReport,
@@ -145,6 +145,7 @@ from protocol.messages import (
     RecallLine,
     RecallRequest,
     RecallResponse,
+    RecordState,
     ServiceMode,
     ServiceStatus,
     SubsetPolicyRequest,

@@ -15,29 +15,12 @@ from datetime import datetime
 from cloud.errors import NotFound
 from cloud.store.base import StoreSession
 from protocol.ids import RecordId
-from protocol.messages import Envelope
-from protocol.model import LifecycleState, UsageRestriction
+from protocol.messages import Envelope, RecordState
+from protocol.model import LifecycleState
 from protocol.timeline import StateChange, VersionTime, lifecycle_as_of, version_as_of
 from protocol.wire import UtcDatetime
 
 _VERSION_KINDS = {"created", "version"}
-
-
-class RecordState(Envelope):
-    """``GET /v1/records/{id}``: the state of a live record, or a skeleton when forgotten.
-
-    A skeleton carries only ``id``, ``lifecycle_state`` and ``forgotten_at``. Content is
-    never answered in the clear; it travels sealed through pull.
-    """
-
-    id: RecordId
-    lifecycle_state: LifecycleState
-    forgotten_at: UtcDatetime | None = None
-    version: int | None = None  # the current version
-    recorded_at: UtcDatetime | None = None  # when the current version was recorded
-    usage_restriction: UsageRestriction | None = None
-    superseded_by_record: RecordId | None = None
-    conflicts_with: list[RecordId] | None = None
 
 
 class AsOf(Envelope):

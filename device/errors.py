@@ -112,6 +112,14 @@ class ServerRefused(DeviceError):
         super().__init__(f"the cloud refused the request (HTTP {status}, {code}): {message}")
 
 
+class PushDidNotSettle(ServerRefused):
+    """A push was answered ``pull_required`` again after pulls that acknowledged
+    everything new, or more often than the bound; the ops stay queued."""
+
+    def __init__(self, message: str, *, status: int = 409) -> None:
+        super().__init__("pull_required", message, status)
+
+
 class NoCommonProtocolVersion(ServerRefused):
     """The cloud accepts no protocol version this device speaks; nothing was sent."""
 

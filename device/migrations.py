@@ -32,6 +32,7 @@ MIGRATIONS: tuple[Migration, ...] = (
     Migration(6, "indexes on the columns that reference data keys", schema.V6_KEY_INDEXES),
     Migration(7, "the import ledger: export packages imported once", schema.V7_IMPORT_LEDGER),
     Migration(8, "the device subset: uses, reasons, deferred evictions", schema.V8_SUBSET),
+    Migration(9, "records a resync kept unseen, asked about on a duplicate", schema.V9_RESYNC_KEPT),
 )
 
 _LEDGER = """

@@ -506,3 +506,20 @@ V8_SUBSET: tuple[str, ...] = (
     ) WITHOUT ROWID
     """,
 )
+
+
+# --- migration 9: what a resync kept unseen (issue 19) --------------------------------
+#
+# ``resync_kept`` names the records a finished resync kept although the cloud did not
+# send them, because a queued op of this device creates them. When the cloud answers
+# that op ``duplicate`` (it had the record before this delivery), whether it still has
+# the record is ASKED of the cloud (its record status), never inferred from the resync:
+# a duplicate only says the op was applied once before. A row goes when that op's
+# receipt is stored or the record is shredded. Ids only.
+V9_RESYNC_KEPT: tuple[str, ...] = (
+    """
+    CREATE TABLE resync_kept (
+        record_id TEXT PRIMARY KEY
+    ) WITHOUT ROWID
+    """,
+)

@@ -54,6 +54,7 @@ def _drop_record_rows(db: Database, record_id: str) -> None:
         "DELETE FROM subset_entries WHERE record_id = ?",
         "DELETE FROM record_uses WHERE record_id = ?",
         "DELETE FROM deferred_evictions WHERE record_id = ?",
+        "DELETE FROM resync_kept WHERE record_id = ?",
     ):
         db.execute(sql, (record_id,))
     db.execute(
@@ -368,7 +369,7 @@ _WIPED_TABLES = (
     "ended_conversations", "device_only_classes", "subject_index", "derivations",
     "record_events", "record_search", "record_vectors", "projects", "forgotten_episodes",
     "forgotten_artifacts", "records", "resync_seen", "record_uses", "subset_entries",
-    "deferred_evictions",
+    "deferred_evictions", "resync_kept",
 )  # fmt: skip
 
 

@@ -176,20 +176,31 @@ def unseen_synced(db: Database) -> Unseen:
     )
 
 
-def unseen_kept(db: Database) -> set[tuple[str, str]]:
-    """The (kind, id) of live items a resync did not see yet keeps (pending, refused or
-    named by a queued op; never device-only ones): if the cloud later answers that it
-    already had one (a duplicate receipt), it has since forgotten it."""
-    rows = db.all(
-        "SELECT 'record', record_id FROM records WHERE device_only = 0 "
-        "AND lifecycle != 'permanently_forgotten' "
-        "AND record_id NOT IN (SELECT item_id FROM resync_seen WHERE kind = 'record') "
-        "UNION ALL SELECT 'episode', episode_id FROM episodes WHERE device_only = 0 "
-        "AND episode_id NOT IN (SELECT item_id FROM resync_seen WHERE kind = 'episode') "
-        "UNION ALL SELECT 'artifact', artifact_id FROM artifacts "
-        "WHERE artifact_id NOT IN (SELECT item_id FROM resync_seen WHERE kind = 'artifact')"
+def note_kept(db: Database) -> None:
+    """At the end of a resync: the records it kept unseen because a queued op of this
+    device creates them. If the cloud answers that op ``duplicate``, whether it still
+    has the record is asked (``kept_records``), never inferred."""
+    _require_tx(db)
+    db.execute(
+        "INSERT OR IGNORE INTO resync_kept (record_id) SELECT DISTINCT record_id FROM op_queue "
+        "WHERE kind IN ('remember', 'infer', 'consolidate') AND record_id IS NOT NULL "
+        "AND record_id NOT IN (SELECT item_id FROM resync_seen WHERE kind = 'record')"
     )
-    return {(row[0], row[1]) for row in rows}
+
+
+def kept_records(db: Database, record_ids: Iterable[str]) -> set[str]:
+    """Which of these records a resync kept unseen (``note_kept``)."""
+    wanted = sorted(set(record_ids))
+    if not wanted:
+        return set()
+    marks = ", ".join("?" * len(wanted))
+    rows = db.all(f"SELECT record_id FROM resync_kept WHERE record_id IN ({marks})", wanted)
+    return {row[0] for row in rows}
+
+
+def drop_kept(db: Database, record_id: str) -> None:
+    _require_tx(db)
+    db.execute("DELETE FROM resync_kept WHERE record_id = ?", (record_id,))
 
 
 def finish_resync(db: Database, cursor: str) -> None:

@@ -19,8 +19,16 @@ Invariants:
   transaction shreds every synced item the cloud did not send, moves the cursor and
   clears the marker. Queued ops and the pending items they name are never touched by
   it; a crash mid-resync restarts it from scratch.
-- After a resync, a duplicate receipt for an item the resync kept unseen (it was
-  pending) means the cloud had it and has since forgotten it: it is shredded.
+- Nothing is shredded by inference; only on the cloud's own word: a key-destruction
+  event, a pulled ``permanently_forgotten`` state, a ``forgotten`` refusal, a resync
+  that no longer sends a synced item, or the cloud's record status. A ``duplicate``
+  receipt says only that the op was applied before this delivery: for a record a
+  resync kept unseen (its create op was queued; ``resync_kept``), the cloud is asked
+  for the record's status before the receipt is stored, and its skeleton shreds it.
+- A push answered ``pull_required`` pulls and pushes again while each pull
+  acknowledges something new, at most ``MAX_PULL_ROUNDS`` times in one push; a pull
+  that acknowledged nothing new, or the bound, ends the sync with an error that says
+  which (the ops stay queued).
 - A refusal ``forgotten`` is the cloud's word that the record is permanently
   forgotten: the record is shredded here at once (its key-destruction event may have
   been compacted away before this device heard it).
@@ -43,7 +51,7 @@ from device import candidates, catalog, effects, faults, provisional, search, sh
 from device import subset as subset_of
 from device.client import CloudClient
 from device.db import Database
-from device.errors import ChangeDoesNotOpen, ServerError, ServerRefused
+from device.errors import ChangeDoesNotOpen, PushDidNotSettle, ServerError, ServerRefused
 from device.facts import current_content, episode_facts
 from device.keys import (
     SealedItem,
@@ -69,6 +77,7 @@ from protocol.messages import (
     PullResponse,
     PushRequest,
     PushResponse,
+    RecordState,
     RecordStateChange,
     RecordUse,
     RecordVersionChange,
@@ -101,18 +110,8 @@ def code_of(receipt: Receipt) -> str | None:
 _RECORD_CHANGES = (RecordVersionChange, RecordStateChange)
 # how often a resync starts over when compaction overtakes it, before giving up
 _RESYNC_ATTEMPTS = 3
-
-
-def _created_item(row: Any) -> tuple[str, str] | None:
-    """The (kind, id) a queued op creates, if it creates a record, episode or artifact."""
-    kind = row["kind"]
-    if kind == "add_episode":
-        return ("episode", row["episode_id"])
-    if kind == "add_artifact":
-        return ("artifact", row["artifact_id"])
-    if kind in _CREATING or kind == "consolidate":
-        return ("record", row["record_id"])
-    return None
+# how many pulls one push may need when forgets keep landing between its pull and push
+MAX_PULL_ROUNDS = 8
 
 
 def _sent_items(page: PullResponse) -> list[tuple[str, str]]:
@@ -147,9 +146,6 @@ class SyncSession:
         self.random_bytes = random_bytes
         self.report = SyncReport()
         self._reported: list[RecordUse] = []  # uses the pull in flight reports
-        # live items the last resync of this session did not see but kept (pending,
-        # queued): a duplicate receipt for one means the cloud had it and forgot it
-        self._kept_unseen: set[tuple[str, str]] = set()
 
     # --- the algorithm ----------------------------------------------------------------
 
@@ -175,7 +171,7 @@ class SyncSession:
     # --- push ------------------------------------------------------------------------
 
     def push(self) -> None:
-        pulled_first = False
+        pulls = 0
         while True:
             rows = store.queue_batch(self.db, MAX_OPS_PER_PUSH)
             if not rows:
@@ -185,10 +181,9 @@ class SyncSession:
             try:
                 response = self.client.post("/v1/push", request, PushResponse)
             except ServerRefused as exc:
-                if exc.code == ErrorCode.PULL_REQUIRED.value and not pulled_first:
-                    pulled_first = True
-                    self.report.pull_required = True
-                    self.pull()
+                if exc.code == ErrorCode.PULL_REQUIRED.value:
+                    self._pull_before_push(exc, pulls)
+                    pulls += 1
                     continue
                 if exc.code == ErrorCode.SERVICE_CLOSED.value:
                     self.report.push_held = exc.message  # the queue stays; pulls go on
@@ -196,13 +191,68 @@ class SyncSession:
                 raise
             self._check_receipts(rows, response.receipts)
             faults.reached("push_answered")  # a test may kill the process right here
+            forgotten = self._ask_about_kept(rows, response.receipts)
             shredded_before = self._shred_count()
             with self.db.atomic():
                 for row, receipt in zip(rows, response.receipts, strict=True):
-                    self._apply_receipt(row, receipt)
+                    self._apply_receipt(row, receipt, forgotten)
             self.report.pushed += len(rows)
             if self._shred_count() > shredded_before:
                 self.db.checkpoint()
+
+    def _pull_before_push(self, refusal: ServerRefused, pulls: int) -> None:
+        """The cloud holds key destructions this device has not acknowledged: pull (which
+        shreds and acknowledges them) so the push can go again. A forget landing
+        elsewhere between that pull and the push asks for another round; each round must
+        acknowledge something new, and there are at most ``MAX_PULL_ROUNDS``."""
+        if pulls >= MAX_PULL_ROUNDS:
+            raise PushDidNotSettle(
+                f"the cloud asked for a pull before this push {pulls + 1} times in one sync "
+                f"(the bound is MAX_PULL_ROUNDS={MAX_PULL_ROUNDS}); each pull acknowledged "
+                "new forgets made elsewhere meanwhile. Nothing was lost: the ops stay "
+                "queued and the next sync sends them",
+                status=refusal.status,
+            )
+        before = self._progress()
+        self.report.pull_required = True
+        self.report.pulls_before_push += 1
+        self.pull()
+        if pulls and self._progress() == before:
+            raise PushDidNotSettle(
+                f"the cloud asked again for a pull before this push (round {pulls + 1}), but "
+                f"the pull brought nothing new to acknowledge: {refusal.message}. Nothing "
+                "was lost: the ops stay queued and the next sync sends them",
+                status=refusal.status,
+            )
+
+    def _ask_about_kept(self, rows: list[Any], receipts: list[Receipt]) -> set[str]:
+        """The records, among those a resync kept unseen, whose create op the cloud just
+        answered ``duplicate`` and which its record status says are forgotten. Asked
+        before the receipts' transaction (no local lock is held across the network);
+        a duplicate alone never means forgotten."""
+        duplicated = [
+            row["record_id"]
+            for row, receipt in zip(rows, receipts, strict=True)
+            if receipt.status is ReceiptStatus.DUPLICATE
+            and receipt.original_status in (None, ReceiptStatus.APPLIED, ReceiptStatus.CONFLICT)
+            and row["kind"] in _CREATING | {"consolidate"}
+            and row["record_id"]
+        ]
+        forgotten: set[str] = set()
+        for record_id in sorted(store.kept_records(self.db, duplicated)):
+            try:
+                state = self.client.get(f"/v1/records/{record_id}", RecordState)
+            except ServerRefused as exc:
+                if exc.status == 404:  # unknown there: nothing to shred on its word
+                    continue
+                raise
+            if state.lifecycle_state is LifecycleState.FORGOTTEN:
+                forgotten.add(record_id)
+        return forgotten
+
+    def _progress(self) -> tuple[int, bool, int]:
+        """What a pull before a push can newly do: acknowledge, resync, shred."""
+        return len(self.report.acked), self.report.resynced, self._shred_count()
 
     def _shred_count(self) -> int:
         return len(self.report.shredded) + len(self.report.resync_removed)
@@ -268,7 +318,9 @@ class SyncSession:
                     f"expected op {row['op_id']}; nothing was stored"
                 )
 
-    def _apply_receipt(self, row: Any, receipt: Receipt) -> None:
+    def _apply_receipt(self, row: Any, receipt: Receipt, forgotten: set[str]) -> None:
+        """Store one receipt and apply it; ``forgotten`` names the records the cloud's
+        record status said are forgotten (``_ask_about_kept``)."""
         store.store_receipt(
             self.db,
             op_id=row["op_id"],
@@ -299,11 +351,11 @@ class SyncSession:
                 )
         store.dequeue(self.db, row["op_id"])
         kind = row["kind"]
-        if receipt.status is ReceiptStatus.DUPLICATE and outcome is ReceiptStatus.APPLIED:
-            item = _created_item(row)
-            if item is not None and item in self._kept_unseen:
-                # the cloud had it before the resync, yet did not send it: forgotten
-                self._shred_item(item)
+        if kind in _CREATING or kind == "consolidate":
+            store.drop_kept(self.db, row["record_id"])
+            if row["record_id"] in forgotten:
+                # the cloud's own word: its status for the record is a skeleton
+                self._shred_on_status(row["record_id"])
                 return
         if outcome is ReceiptStatus.APPLIED:
             self.report.applied += 1
@@ -472,7 +524,7 @@ class SyncSession:
                 if (row := store.record_row(self.db, record_id)) and row["lifecycle"] != FORGOTTEN:
                     self._shred_closure(record_id, at)
             shred.shred_episodes(self.db, unseen.episode_ids, forgotten_at=at)
-            self._kept_unseen = store.unseen_kept(self.db)
+            store.note_kept(self.db)
             store.finish_resync(self.db, cursor)
         self.report.resync_removed = [
             *unseen.record_ids,
@@ -727,18 +779,13 @@ class SyncSession:
         )
         self.report.shredded.append(record_id)
 
-    def _shred_item(self, item: tuple[str, str]) -> None:
-        kind, item_id = item
-        at = self.now()
-        if kind == "record":
-            row = store.record_row(self.db, item_id)
-            if row is not None and row["lifecycle"] != FORGOTTEN:
-                self._shred_closure(item_id, at)
-        elif kind == "episode":
-            shred.shred_episodes(self.db, [item_id], forgotten_at=at)
-        else:
-            shred.shred_artifact(self.db, item_id, forgotten_at=at)
-        self.report.resync_removed.append(item_id)
+    def _shred_on_status(self, record_id: str) -> None:
+        """The cloud's record status said forgotten (its key destruction was compacted
+        away before this device heard it): shred the record and what came from it."""
+        row = store.record_row(self.db, record_id)
+        if row is not None and row["lifecycle"] != FORGOTTEN:
+            self._shred_closure(record_id, self.now())
+        self.report.resync_removed.append(record_id)
 
     def _key_destruction(self, change: KeyDestruction) -> None:
         at = change.destroyed_at.isoformat()

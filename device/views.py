@@ -188,6 +188,9 @@ class SyncReport:
     # applied, and flagged: it raced a change made elsewhere (op_id, the cloud's reason)
     conflicts: list[tuple[str, str]] = field(default_factory=list)
     pull_required: bool = False
+    # pulls a push needed (``pull_required``): more than one when forgets kept landing
+    # elsewhere between this sync's pull and its push
+    pulls_before_push: int = 0
     pulled: int = 0
     shredded: list[str] = field(default_factory=list)
     ignored: int = 0  # pulled changes for content this device already forgot

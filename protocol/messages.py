@@ -540,3 +540,20 @@ class PinRequest(Envelope):
 
 class SubsetResponse(Envelope):
     subset: SubsetView
+
+
+class RecordState(Envelope):
+    """``GET /v1/records/{id}``: the state of a live record, or a skeleton when forgotten.
+
+    A skeleton carries only ``id``, ``lifecycle_state`` and ``forgotten_at``. Content is
+    never answered in the clear; it travels sealed through pull.
+    """
+
+    id: RecordId
+    lifecycle_state: LifecycleState
+    forgotten_at: UtcDatetime | None = None
+    version: int | None = None  # the current version
+    recorded_at: UtcDatetime | None = None  # when the current version was recorded
+    usage_restriction: UsageRestriction | None = None
+    superseded_by_record: RecordId | None = None
+    conflicts_with: list[RecordId] | None = None

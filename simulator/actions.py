@@ -14,6 +14,7 @@ import random
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
+from device.views import SyncReport
 from simulator.cloud_processes import CloudProcesses
 from simulator.cloud_runner import RunningCloud
 from simulator.driver import Driver
@@ -107,11 +108,20 @@ def sync(ctx: RunContext) -> str:
     ctx.count("duplicates answered", report.duplicates)
     ctx.count("ops refused", len(report.refused))
     ctx.count("records shredded", len(report.shredded))
+    _count_rounds(ctx, report)
     return (
         f"{ctx.name(handle)} syncs: pushed {report.pushed} (applied {report.applied}, "
         f"duplicate {report.duplicates}, refused {len(report.refused)}), pulled "
         f"{report.pulled}, shredded {len(report.shredded)}"
     )
+
+
+def _count_rounds(ctx: RunContext, report: SyncReport) -> None:
+    """Resyncs, and pushes that had to pull more than once first."""
+    if report.resynced:
+        ctx.count("resyncs")
+    if report.pulls_before_push > 1:
+        ctx.count("pushes that pulled again first")
 
 
 # the two points every sync passes (``resync_pulled`` is reached only in a resync)
@@ -263,6 +273,107 @@ def restart_mid_request(ctx: RunContext) -> str:
     )
 
 
+def compact(ctx: RunContext) -> str:
+    """The operator compacts one user's change feed: a device whose cursor is now below
+    the feed's floor is answered ``resync_required`` at its next pull and rebuilds."""
+    users = list({h.user.space_id: h.user for h in ctx.devices}.values())
+    index = ctx.rng.randrange(len(users))
+    ctx.driver.fleet.cloud.operator.compact(users[index].space_id)
+    ctx.count("feed compactions")
+    return f"the operator compacts u{index}'s change feed"
+
+
+def twin_sync(ctx: RunContext) -> str:
+    """Two sync processes on one device at once (``device live`` beside ``device
+    sync``): a real ``memsync device sync`` process on its folder while the agent syncs.
+    Both push the same queued ops, so the cloud sees them twice and one copy is answered
+    ``duplicate``."""
+    reachable = [h for h in ctx.devices if h.online and not h.transport.cut_off]
+    if not reachable:
+        ctx.count("twin sync skipped")
+        return "twin sync: no device reaches the cloud"
+    handle = ctx.pick(reachable)
+    report, code = ctx.driver.twin_sync(handle)
+    ctx.count("twin syncs")
+    if report is not None:
+        ctx.count("duplicates answered", report.duplicates)
+    ok = "both completed" if report is not None and code == 0 else "one failed"
+    return f"{ctx.name(handle)} syncs in two processes at once ({ok})"
+
+
+def doubled_push(ctx: RunContext) -> str:
+    """A retrying proxy in front of the cloud: a device remembers something new, the
+    operator compacts its user's feed, and the device syncs with each of its pushes
+    delivered twice, hearing the SECOND answer (``duplicate`` for ops the first copy
+    applied). Behind the new floor, the device resyncs between its pushes."""
+    reachable = [h for h in ctx.devices if h.online and not h.transport.cut_off]
+    if not reachable:
+        ctx.count("doubled push skipped")
+        return "doubled push: no device reaches the cloud"
+    handle = ctx.pick(reachable)
+    label = ctx.new_record(ctx.driver.remember(handle, ctx.sentences.statement()))
+    ctx.driver.fleet.cloud.operator.compact(handle.user.space_id)
+    ctx.count("feed compactions")
+    handle.transport.inject(
+        *(Fault(kind=FaultKind.DUPLICATE_SECOND, path="/v1/push") for _ in range(3))
+    )
+    report = ctx.driver.sync(handle)
+    handle.transport.drop_scripted()
+    ctx.count("doubled pushes")
+    if report is None:
+        return f"{ctx.name(handle)} remembers {label}; its doubled sync did not complete"
+    ctx.count("duplicates answered", report.duplicates)
+    _count_rounds(ctx, report)
+    how = "resynced between its pushes" if report.resynced else "did not need a resync"
+    return (
+        f"{ctx.name(handle)} remembers {label}, the feed is compacted, and its pushes "
+        f"arrive twice (it hears the second answer; {how})"
+    )
+
+
+def forget_mid_sync(ctx: RunContext) -> str:
+    """While a device syncs, another device of its user forgets a record both hold and
+    syncs, just before each of the first two pushes: the second forget lands between
+    the syncing device's pull and its push, so that push is answered ``pull_required``
+    again after it already pulled."""
+    shared = [
+        (a, b, r)
+        for a, b, r in _shared_records(ctx)
+        if a.online and b.online and not a.transport.cut_off and not b.transport.cut_off
+    ]
+    if not shared:
+        ctx.count("forget mid-sync skipped")
+        return "forget mid-sync: no record held by two reachable devices of one user"
+    first, second, _ = shared[ctx.rng.randrange(len(shared))]
+    syncer, forgetter = (first, second) if ctx.rng.random() < 0.5 else (second, first)
+    records = [r for a, b, r in shared if a is first and b is second][:2]
+    label = ctx.new_record(ctx.driver.remember(syncer, ctx.sentences.statement()))
+
+    def forget_elsewhere(record_id: str) -> Callable[[], None]:
+        def act() -> None:
+            ctx.driver.forget(forgetter, record_id)
+            ctx.driver.sync(forgetter)
+
+        return act
+
+    for record_id in records:
+        syncer.transport.inject(
+            Fault(kind=FaultKind.INTERLEAVE, path="/v1/push", action=forget_elsewhere(record_id))
+        )
+    report = ctx.driver.sync(syncer)
+    syncer.transport.drop_scripted()
+    ctx.count("forgotten", len(records))
+    ctx.count("forgets mid-sync")
+    if report is not None:
+        _count_rounds(ctx, report)
+    outcome = "completed" if report is not None else "did not complete"
+    gone = ", ".join(ctx.label(r) for r in records)
+    return (
+        f"{ctx.name(syncer)} remembers {label} and syncs while {ctx.name(forgetter)} "
+        f"forgets {gone} and syncs before each push ({outcome})"
+    )
+
+
 @dataclass(frozen=True)
 class Rates:
     """Per-step probabilities; what is left over (1 - their sum) is a sync."""
@@ -276,6 +387,10 @@ class Rates:
     stale: float = 0.03
     partition: float = 0.0
     restart: float = 0.0
+    compact: float = 0.03
+    twin: float = 0.01
+    doubled: float = 0.02
+    forget_mid_sync: float = 0.02
 
     def as_dict(self) -> dict[str, float]:
         return {
@@ -288,6 +403,10 @@ class Rates:
             "stale": self.stale,
             "partition": self.partition,
             "restart": self.restart,
+            "compact": self.compact,
+            "twin": self.twin,
+            "doubled": self.doubled,
+            "forget_mid_sync": self.forget_mid_sync,
         }
 
 
@@ -303,6 +422,10 @@ def action_set(rates: Rates) -> list[Action]:
         "stale": stale_edit,
         "partition": partition_or_heal,
         "restart": restart_mid_request,
+        "compact": compact,
+        "twin": twin_sync,
+        "doubled": doubled_push,
+        "forget_mid_sync": forget_mid_sync,
     }
     given = rates.as_dict()
     actions = [Action(name, given[name], perform) for name, perform in named.items()]

@@ -32,6 +32,10 @@ RATE_FLAGS = {
     "stale": "--stale-edit-rate",
     "partition": "--partition-rate",
     "restart": "--restart-rate",
+    "compact": "--compact-rate",
+    "twin": "--twin-sync-rate",
+    "doubled": "--doubled-push-rate",
+    "forget_mid_sync": "--forget-mid-sync-rate",
 }
 RATE_HELP = {
     "remember": "a device remembering a sentence the user typed",
@@ -44,6 +48,12 @@ RATE_HELP = {
     "partition": "a random group of devices cut off from the cloud together, or the cut healed",
     "restart": "the cloud process a device talks to killed and restarted after it committed "
     "the device's push (or answered its pull) and before the device heard",
+    "compact": "the operator compacting a user's change feed (devices behind it resync)",
+    "twin": "a device syncing in two processes at once (a real second sync process)",
+    "doubled": "a device's pushes each delivered twice after its feed is compacted, "
+    "the device hearing the second answer (a retrying proxy)",
+    "forget_mid_sync": "another device forgetting a shared record just before each of a "
+    "syncing device's first two pushes",
 }
 RANDOM_RUN_ARGS = (
     "devices",

@@ -12,18 +12,21 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
-from device.errors import Offline
+from device.errors import DeviceError, Offline
 from device.views import SyncReport
 from simulator import invariants
 from simulator.cloud_view import CloudView
 from simulator.errors import CrashPointNotReached
 from simulator.fleet import DeviceHandle, Fleet
 from simulator.observe import device_key, holds_content, record_key_ids, version_texts
-from simulator.processes import Killed, kill_during_sync
+from simulator.processes import Killed, kill_during_sync, sync_in_a_process
 from simulator.report import Check
 from simulator.trace import ConcurrentEdit, ForgottenRecord, IssuedOp, RunTrace, StaleEdit
+
+SYNCS_COMPLETED = "every sync that reached the cloud completed without an error"
 
 
 @dataclass(frozen=True)
@@ -116,14 +119,42 @@ class Driver:
     # --- what networks and processes do ----------------------------------------------
 
     def sync(self, handle: DeviceHandle) -> SyncReport | None:
-        """Sync one device; None when it is offline (nothing changed)."""
+        """Sync one device; None when it is offline, or when the sync ended in any other
+        device error, which the trace keeps (a check fails on it: a user can act on
+        neither). Nothing the device did before the error is lost."""
         try:
             report = handle.agent.sync()
         except Offline:
             return None
+        except DeviceError as exc:
+            self.trace.sync_errors.append((self.step, device_key(handle), str(exc)[:500]))
+            self.trace.wrote(device_key(handle))  # it did not complete a sync
+            invariants.harvest(self.fleet, self.trace, [handle])
+            return None
         self.trace.synced(device_key(handle), self.step)
         invariants.harvest(self.fleet, self.trace, [handle])
         return report
+
+    def twin_sync(self, handle: DeviceHandle) -> tuple[SyncReport | None, int]:
+        """Two sync processes on one device at once, as ``device live`` and ``device
+        sync`` would be: a real ``memsync device sync`` process on the device's folder
+        while the in-process agent syncs. Returns the agent's report and the process's
+        exit code; a process that failed is kept in the trace like a failed sync."""
+        with ThreadPoolExecutor(max_workers=1) as pool:
+            other = pool.submit(sync_in_a_process, handle.agent.directory, handle.passphrase, None)
+            report = self.sync(handle)
+            done = other.result()
+        if done.returncode != 0:
+            tail = (done.stderr or done.stdout).strip()[-500:]
+            self.trace.sync_errors.append(
+                (
+                    self.step,
+                    device_key(handle),
+                    f"second sync process: exit {done.returncode}: {tail}",
+                )
+            )
+        invariants.harvest(self.fleet, self.trace, [handle])
+        return report, done.returncode
 
     def crash_during_sync(self, handle: DeviceHandle, point: str) -> Killed:
         """A real process kill of the device at ``point`` of a sync (see processes).
@@ -231,4 +262,15 @@ class Driver:
 
     def checks(self) -> list[Check]:
         """Every invariant over the fleet and this trace (walls not included)."""
-        return invariants.check_all(self.fleet, self.trace)
+        return [*invariants.check_all(self.fleet, self.trace), self.sync_errors_check()]
+
+    def sync_errors_check(self) -> Check:
+        """No sync ended in an error the user could not act on (offline is not one)."""
+        errors = self.trace.sync_errors
+        detail = (
+            "every sync that reached the cloud completed"
+            if not errors
+            else "; ".join(f"step {step}: {who}: {what}" for step, who, what in errors[:5])
+            + (f"; and {len(errors) - 5} more" if len(errors) > 5 else "")
+        )
+        return Check(SYNCS_COMPLETED, not errors, detail)

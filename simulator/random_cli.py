@@ -78,7 +78,9 @@ def random_run(args: argparse.Namespace) -> int:
             folder = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="memsync-sim-")))
         folder.mkdir(parents=True, exist_ok=True)
         clouds = 1 if args.clouds is None else args.clouds
-        cloud = clouds_for(args.store, folder / "cloud", clouds)
+        cloud = clouds_for(
+            args.store, folder / "cloud", clouds, killable=settings.rates.restart > 0
+        )
         stack.enter_context(cloud)
         if not args.json:
             print(

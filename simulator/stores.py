@@ -50,15 +50,18 @@ def cloud_for(store: str, folder: Path) -> RunningCloud:
     return RunningCloud(CloudConfig(store_url=url, key_store_path=folder / "keys.db"))
 
 
-def clouds_for(store: str, folder: Path, processes: int) -> RunningCloud | CloudProcesses:
-    """``cloud_for``, or with ``processes`` > 1 that many real ``memsync cloud serve``
-    processes on the store (one key-store file), not yet started."""
+def clouds_for(
+    store: str, folder: Path, processes: int, *, killable: bool = False
+) -> RunningCloud | CloudProcesses:
+    """``cloud_for``, or with ``processes`` > 1 (or ``killable``: a run that restarts its
+    cloud by SIGKILL, which a server in this process cannot take) that many real
+    ``memsync cloud serve`` processes on the store (one key-store file), not yet started."""
     check_store(store)
     if not 1 <= processes <= MAX_PROCESSES:
         raise InvalidRunSettings(
             f"clouds={processes}: serve with 1 to {MAX_PROCESSES} cloud processes"
         )
-    if processes == 1:
+    if processes == 1 and not killable:
         return cloud_for(store, folder)
     folder.mkdir(parents=True, exist_ok=True)
     if store == SQLITE:

@@ -88,6 +88,8 @@ class RunTrace:
     last_synced: dict[str, int] = field(default_factory=dict)  # device -> step
     pending_problems: list[str] = field(default_factory=list)  # seen at sampled steps
     pending_samples: int = 0
+    # syncs that ended in an error other than "offline": (step, device, the error)
+    sync_errors: list[tuple[int, str, str]] = field(default_factory=list)
 
     def issue(self, op: IssuedOp) -> IssuedOp:
         self.issued.append(op)

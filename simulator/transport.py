@@ -37,8 +37,10 @@ class FaultKind(StrEnum):
     DISCONNECT = "disconnect"  # the server answered; RemoteProtocolError (peer closed)
     READ_TIMEOUT = "read_timeout"  # the server answered; ReadTimeout on the way back
     DUPLICATE = "duplicate"  # delivered twice; the device sees the first answer
+    DUPLICATE_SECOND = "duplicate_second"  # delivered twice; the device sees the second
     REPLAY_LATER = "replay_later"  # delivered now, a copy delivered again later (stale)
     SERVER_RESTART = "server_restart"  # delivered, then the server restarts; connection lost
+    INTERLEAVE = "interleave"  # before delivery something else happens (another device acts)
 
 
 #: Faults after which the server never saw the request.
@@ -66,7 +68,8 @@ class Fault:
     ``hold_for`` (``replay_later``): deliver the held copy after this many newer
     requests have been forwarded. ``action`` (``server_restart``): what restarts (or
     kills and restarts) the server, run after the server answered and before the device
-    hears anything.
+    hears anything; (``interleave``): what happens elsewhere just before the request is
+    delivered (another device forgets and syncs between this device's pull and push).
     """
 
     kind: FaultKind
@@ -89,6 +92,8 @@ class Fault:
             )
         if self.kind is FaultKind.SERVER_RESTART and self.action is None:
             raise FaultSpecError("fault server_restart needs an action that restarts the server")
+        if self.kind is FaultKind.INTERLEAVE and self.action is None:
+            raise FaultSpecError("fault interleave needs the action to run before delivery")
 
     def matches(self, request: httpx.Request) -> bool:
         return self.path is None or self.path == request.url.path
@@ -144,10 +149,11 @@ class RandomFaults:
         chosen: dict[FaultKind, float] = (
             dict(weights) if weights is not None else dict.fromkeys(_RANDOM_KINDS, 1.0)
         )
-        if FaultKind.SERVER_RESTART in chosen:
+        scripted = sorted(k.value for k in _SCRIPTED_KINDS & set(chosen))
+        if scripted:
             raise FaultSpecError(
-                "server_restart is not drawn at random (it needs a restart action); "
-                "inject it with Fault(kind=server_restart, action=...)"
+                f"{scripted[0]} is not drawn at random (it needs an action); "
+                f"inject it with Fault(kind={scripted[0]}, action=...)"
             )
         bad = {k: w for k, w in chosen.items() if w < 0}
         if bad or not chosen or sum(chosen.values()) <= 0:
@@ -168,7 +174,9 @@ class RandomFaults:
         return Fault(kind=kind, hold_for=self.hold_for)
 
 
-_RANDOM_KINDS = tuple(k for k in FaultKind if k is not FaultKind.SERVER_RESTART)
+#: Faults that need an action, so they are only ever injected by a script.
+_SCRIPTED_KINDS = frozenset({FaultKind.SERVER_RESTART, FaultKind.INTERLEAVE})
+_RANDOM_KINDS = tuple(k for k in FaultKind if k not in _SCRIPTED_KINDS)
 
 
 class EveryRequest:
@@ -318,15 +326,27 @@ class FaultInjectingTransport(httpx.BaseTransport):
             )
             self._record(number, kind, request, 0, type(error).__name__)
             raise error
-        if kind is FaultKind.DUPLICATE:
-            first = self._deliver(_copy(request))
-            second = self._deliver(_copy(request))
+        if kind is FaultKind.INTERLEAVE:
+            assert fault.action is not None
+            fault.action()
+            response = self._deliver(request)
             self._record(
-                number, kind, request, 2, str(first.status_code),
-                f"second copy answered {second.status_code}",
+                number, kind, request, 1, str(response.status_code),
+                "something else happened just before this request was delivered",
             )  # fmt: skip
             self._deliver_due()
-            return first
+            return response
+        if kind in (FaultKind.DUPLICATE, FaultKind.DUPLICATE_SECOND):
+            first = self._deliver(_copy(request))
+            second = self._deliver(_copy(request))
+            heard, other = (first, second) if kind is FaultKind.DUPLICATE else (second, first)
+            which = "second" if kind is FaultKind.DUPLICATE else "first"
+            self._record(
+                number, kind, request, 2, str(heard.status_code),
+                f"the {which} copy answered {other.status_code}",
+            )  # fmt: skip
+            self._deliver_due()
+            return heard
         if kind is FaultKind.REPLAY_LATER:
             copy = _copy(request)
             response = self._deliver(request)

@@ -17,9 +17,14 @@ from sqlalchemy import text
 
 from cloud.errors import AccountKeyMismatch, NotFound
 from cloud.service import CloudService
-from cloud.status import RecordState
 from protocol import strongauth, subjects
-from protocol.messages import AccountKeyRequest, AckRequest, EnrollRequest, KeyDestruction
+from protocol.messages import (
+    AccountKeyRequest,
+    AckRequest,
+    EnrollRequest,
+    KeyDestruction,
+    RecordState,
+)
 from protocol.model import (
     EpistemicState,
     LifeArea,

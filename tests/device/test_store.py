@@ -130,6 +130,7 @@ def test_migrations_recorded_and_idempotent(make_agent: MakeAgent) -> None:
         (6, "indexes on the columns that reference data keys"),
         (7, "the import ledger: export packages imported once"),
         (8, "the device subset: uses, reasons, deferred evictions"),
+        (9, "records a resync kept unseen, asked about on a duplicate"),
     ]
     agent.close()
     again = DeviceAgent.open(agent.directory, PASSPHRASE, clock=TickingClock())

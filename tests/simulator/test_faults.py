@@ -23,9 +23,9 @@ from hypothesis import strategies as st
 from cloud.config import CloudConfig
 from cloud.errors import NotFound
 from cloud.service import CloudService
-from cloud.status import RecordState
 from cloud.store.base import ChangeRow
 from device.errors import Offline, Refused
+from protocol.messages import RecordState
 from protocol.model import LifecycleState
 from protocol.operations import ReceiptStatus
 from simulator.clock import FleetClock
@@ -105,8 +105,10 @@ EXPECTED_DELIVERIES = {
     FaultKind.DISCONNECT: 1,
     FaultKind.READ_TIMEOUT: 1,
     FaultKind.DUPLICATE: 2,
+    FaultKind.DUPLICATE_SECOND: 2,
     FaultKind.REPLAY_LATER: 1,
     FaultKind.SERVER_RESTART: 1,
+    FaultKind.INTERLEAVE: 1,
 }
 
 
@@ -155,7 +157,44 @@ def test_every_fault_delivers_and_answers_as_it_says(
     assert sorted(replays) == [n + 1 for n, k in enumerate(script) if k is FaultKind.REPLAY_LATER]
     faults = [e.kind for e in transport.log if e.kind != REPLAYED]
     assert faults == [k.value for k in script if k is not None]
-    assert len(restarts) == script.count(FaultKind.SERVER_RESTART)
+    actions = script.count(FaultKind.SERVER_RESTART) + script.count(FaultKind.INTERLEAVE)
+    assert len(restarts) == actions
+
+
+@pytest.mark.parametrize(
+    ("kind", "heard"), [(FaultKind.DUPLICATE, 1), (FaultKind.DUPLICATE_SECOND, 2)]
+)
+def test_a_doubled_delivery_answers_the_copy_it_says(kind: FaultKind, heard: int) -> None:
+    served: list[str] = []
+
+    def server(request: httpx.Request) -> httpx.Response:
+        served.append(request.content.decode())
+        return httpx.Response(200, json={"copy": len(served)})
+
+    transport = FaultInjectingTransport(httpx.MockTransport(server))
+    transport.inject(Fault(kind=kind))
+    with httpx.Client(transport=transport, base_url="http://cloud.test") as client:
+        assert client.post("/x", content="once").json() == {"copy": heard}
+    assert served == ["once", "once"]
+
+
+def test_an_interleaved_action_runs_just_before_delivery() -> None:
+    happened: list[str] = []
+
+    def server(request: httpx.Request) -> httpx.Response:
+        happened.append(f"served {request.content.decode()}")
+        return httpx.Response(200)
+
+    transport = FaultInjectingTransport(httpx.MockTransport(server))
+    transport.inject(
+        Fault(kind=FaultKind.INTERLEAVE, path="/b", action=lambda: happened.append("elsewhere"))
+    )
+    with httpx.Client(transport=transport, base_url="http://cloud.test") as client:
+        client.post("/a", content="a")
+        client.post("/b", content="b")
+        client.post("/b", content="b again")
+    assert happened == ["served a", "elsewhere", "served b", "served b again"]
+    assert [(e.kind, e.path) for e in transport.log] == [("interleave", "/b")]
 
 
 def test_a_stale_copy_arrives_after_the_newer_requests() -> None:
@@ -220,6 +259,7 @@ def test_a_seeded_plan_replays_the_same_faults() -> None:
         (lambda: Fault(kind=FaultKind.DROP_REQUEST, path="v1/push"), "'v1/push' must start"),
         (lambda: Fault(kind=FaultKind.REPLAY_LATER, hold_for=0), "hold_for 0"),
         (lambda: Fault(kind=FaultKind.SERVER_RESTART), "server_restart needs an action"),
+        (lambda: Fault(kind=FaultKind.INTERLEAVE), "interleave needs the action"),
         (lambda: Fault(kind="explode"), "fault kind 'explode' is unknown"),  # type: ignore[arg-type]
         (lambda: RandomFaults(random.Random(1), rate=1.5), "fault rate 1.5"),
         (

@@ -18,6 +18,7 @@ from hypothesis import strategies as st
 from simulator import cli, invariants
 from simulator.actions import Rates, action_set, choose
 from simulator.cloud_runner import RunningCloud
+from simulator.driver import SYNCS_COMPLETED
 from simulator.errors import InvalidRunSettings
 from simulator.fleet import Fleet
 from simulator.processes import SOURCE_ROOT
@@ -34,8 +35,9 @@ FAULTY = Rates(
 )
 # One user with three devices that often correct the same record while offline.
 RACING = Rates(
-    remember=0.3, offline=0.05, crash=0.05, forget=0.05, correct=0.1, concurrent=0.2, stale=0.0
-)
+    remember=0.3, offline=0.05, crash=0.05, forget=0.05, correct=0.1, concurrent=0.2, stale=0.0,
+    compact=0.0, twin=0.0, doubled=0.0, forget_mid_sync=0.0,
+)  # fmt: skip
 INVARIANT_NAMES = {
     invariants.CONVERGED,
     invariants.NOTHING_LOST,
@@ -46,6 +48,7 @@ INVARIANT_NAMES = {
     invariants.STALE_REFUSED,
     "walls: every other space unchanged",
     "every device online and quiet at the end",
+    SYNCS_COMPLETED,
 }
 
 
@@ -219,7 +222,7 @@ def test_bad_settings_are_refused_before_anything_starts(
     code = cli.main(["simulate", "--steps", "3", "--crash-rate", "0.9", "--forget-rate", "0.5",
                      "--dir", str(folder)])  # fmt: skip
     assert code == 2
-    assert "the rates sum to 1.950" in capsys.readouterr().err
+    assert "the rates sum to 2.030" in capsys.readouterr().err
     assert not folder.exists()
     code = cli.main(["simulate", "--scenario", "writing", "--seed", "3"])
     assert code == 2 and "give one or the other" in capsys.readouterr().err

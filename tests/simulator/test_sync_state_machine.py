@@ -35,9 +35,9 @@ from cloud.app import create_app
 from cloud.config import CloudConfig
 from cloud.errors import NotFound
 from cloud.service import CloudService
-from cloud.status import RecordState
 from device.agent import DeviceAgent
 from device.errors import Offline, Refused, ServerRefused
+from protocol.messages import RecordState
 from protocol.model import LifecycleState
 from protocol.subset import SubsetBudget, SubsetPolicy
 from simulator.transport import EveryRequest, FaultInjectingTransport, FaultKind
