@@ -206,57 +206,99 @@ def test_a_device_restored_from_an_old_backup_is_forced_to_resync(
         fleet.close()
 
 
+def _restored_backup_with_forgotten_ops(
+    cloud: RunningCloud, fleet: Fleet, tmp_path: Path
+) -> tuple[DeviceHandle, str, str, dict[str, bytes]]:
+    """A laptop restored from a backup that still queues ops the original pushed later;
+    what they created was then forgotten (acknowledged, compacted). Returns the laptop,
+    that record, a record forgotten afterwards (an event the laptop still owes), and
+    the needles of the first."""
+    ada = fleet.add_user("ada")
+    phone, laptop = fleet.add_device(ada, "phone"), fleet.add_device(ada, "laptop")
+    held = _remember(phone, KEPT[0], "k")
+    phone.agent.sync()
+    laptop.agent.sync()
+    laptop.go_offline()
+    secret = _remember(laptop, FORGOTTEN[0], "f")  # queued, not yet pushed
+    needles = _needles(laptop, [secret], FORGOTTEN[:1])
+    laptop.agent.close()
+    backup = tmp_path / "backup"
+    shutil.copytree(laptop.agent.directory, backup)
+    _reopen(laptop)
+    laptop.go_online()
+    laptop.agent.sync()  # the original pushes it ...
+    phone.agent.sync()
+    phone.agent.forget_permanently(secret)  # ... it is forgotten everywhere ...
+    phone.agent.sync()
+    laptop.agent.sync()
+    assert _pending(cloud, ada.space_id) == []
+    assert dict(cloud.operator.compact(ada.space_id).deleted).get("key_destruction") == 1
+    phone.agent.forget_permanently(held)  # ... and the laptop now owes a newer event
+    phone.agent.sync()
+
+    laptop.agent.close()
+    directory = laptop.agent.directory
+    for suffix in ("", "-wal", "-shm"):
+        (directory / (DB_FILENAME + suffix)).unlink(missing_ok=True)
+        copy = backup / (DB_FILENAME + suffix)
+        if copy.exists():
+            shutil.copy2(copy, directory / (DB_FILENAME + suffix))
+    _reopen(laptop)
+    assert laptop.agent.pending_ops() > 0
+    return laptop, secret, held, needles
+
+
+def _ends_clean(
+    cloud: RunningCloud, laptop: DeviceHandle, secret: str, held: str, needles: dict[str, bytes]
+) -> None:
+    assert laptop.agent.pending_ops() == 0
+    _assert_clean(laptop, needles)
+    views = {v.record_id: v for v in laptop.agent.list_records()}
+    assert views[secret].is_skeleton and views[held].is_skeleton
+    space = laptop.user.space_id
+    assert _view(laptop.agent) == _cloud_view(cloud, space, set(views))
+    assert _pending(cloud, space) == []
+
+
 def test_a_restored_backup_with_ops_queued_then_pushed_and_forgotten_ends_clean(
     cloud: RunningCloud, tmp_path: Path
 ) -> None:
-    """The backup still queues ops the original pushed later; what they created was then
-    forgotten (acknowledged, compacted). The restored device must not keep it: the
-    cloud answers its replay ``duplicate``, and the resync had not seen it."""
+    """The cloud answers the backup's replay ``duplicate``; the resync had not seen
+    what it created, so the device asks the cloud's record status, which is a
+    skeleton: the record is shredded on the cloud's word."""
     fleet = Fleet(cloud, tmp_path / "devices")
     try:
-        ada = fleet.add_user("ada")
-        phone, laptop = fleet.add_device(ada, "phone"), fleet.add_device(ada, "laptop")
-        held = _remember(phone, KEPT[0], "k")
-        phone.agent.sync()
-        laptop.agent.sync()
-        laptop.go_offline()
-        secret = _remember(laptop, FORGOTTEN[0], "f")  # queued, not yet pushed
-        needles = _needles(laptop, [secret], FORGOTTEN[:1])
-        laptop.agent.close()
-        backup = tmp_path / "backup"
-        shutil.copytree(laptop.agent.directory, backup)
-        _reopen(laptop)
-        laptop.go_online()
-        laptop.agent.sync()  # the original pushes it ...
-        phone.agent.sync()
-        phone.agent.forget_permanently(secret)  # ... it is forgotten everywhere ...
-        phone.agent.sync()
-        laptop.agent.sync()
-        assert _pending(cloud, ada.space_id) == []
-        assert dict(cloud.operator.compact(ada.space_id).deleted).get("key_destruction") == 1
-        phone.agent.forget_permanently(held)  # ... and the laptop now owes a newer event
-        phone.agent.sync()
-
-        laptop.agent.close()
-        directory = laptop.agent.directory
-        for suffix in ("", "-wal", "-shm"):
-            (directory / (DB_FILENAME + suffix)).unlink(missing_ok=True)
-            copy = backup / (DB_FILENAME + suffix)
-            if copy.exists():
-                shutil.copy2(copy, directory / (DB_FILENAME + suffix))
-        _reopen(laptop)
-        assert laptop.agent.pending_ops() > 0
-
+        laptop, secret, held, needles = _restored_backup_with_forgotten_ops(cloud, fleet, tmp_path)
         synced = laptop.agent.sync()
         assert synced.pull_required and synced.resynced  # pull first, rebuild, then push
         assert synced.duplicates == synced.pushed > 0 and not synced.refused
         assert secret in synced.resync_removed
-        assert laptop.agent.pending_ops() == 0
-        _assert_clean(laptop, needles)
-        views = {v.record_id: v for v in laptop.agent.list_records()}
-        assert views[secret].is_skeleton and views[held].is_skeleton
-        assert _view(laptop.agent) == _cloud_view(cloud, ada.space_id, set(views))
-        assert _pending(cloud, ada.space_id) == []
+        _ends_clean(cloud, laptop, secret, held, needles)
+    finally:
+        fleet.close()
+
+
+def test_a_restored_backup_killed_after_its_resync_still_asks_and_ends_clean(
+    cloud: RunningCloud, tmp_path: Path
+) -> None:
+    """Killed after the resync committed and the push was answered, before the
+    receipts: what the resync kept unseen is persisted, so the next sync still asks the
+    cloud about the duplicate's record instead of keeping forgotten content."""
+    fleet = Fleet(cloud, tmp_path / "devices")
+    try:
+        laptop, secret, held, needles = _restored_backup_with_forgotten_ops(cloud, fleet, tmp_path)
+        laptop.agent.close()
+        _sync_in_a_process(laptop.agent.directory, laptop.passphrase, "push_answered")
+        _reopen(laptop)
+        marker = laptop.agent._debug_db().one("SELECT resync_started_at FROM meta")[0]
+        assert marker is None  # the resync finished before the kill
+        kept = laptop.agent._debug_db().all("SELECT record_id FROM resync_kept")
+        assert secret in {row[0] for row in kept}
+        synced = laptop.agent.sync()
+        assert not synced.resynced and synced.duplicates == synced.pushed > 0
+        assert secret in synced.resync_removed
+        _ends_clean(cloud, laptop, secret, held, needles)
+        assert laptop.agent._debug_db().all("SELECT record_id FROM resync_kept") == []
     finally:
         fleet.close()
 
