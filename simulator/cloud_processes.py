@@ -56,6 +56,7 @@ class CloudProcess:
         self.port = free_port()
         self.popen: subprocess.Popen[bytes] | None = None
         self.starts = 0
+        self.kills = 0  # times this process was ended by SIGKILL
 
     @property
     def url(self) -> str:
@@ -138,6 +139,8 @@ class CloudProcess:
 
     def kill(self) -> None:
         """SIGKILL: the process dies at once, whatever it was doing."""
+        if self.popen is not None and self.popen.poll() is None:
+            self.kills += 1
         self._end(signal.SIGKILL, 30.0)
 
     def _end(self, sig: signal.Signals, timeout: float) -> None:
