@@ -8,6 +8,7 @@ key is forgotten or destroyed reads as ``None``, never as an error.
 from __future__ import annotations
 
 import json
+from collections.abc import Iterable
 from dataclasses import dataclass
 
 from sqlalchemy import select
@@ -62,6 +63,20 @@ class CloudView:
             for r in rows
         }
 
+    def lifecycles(self, space_id: str, record_ids: Iterable[str]) -> dict[str, str]:
+        """record id -> its lifecycle in the cloud, for those of ``record_ids`` it has."""
+        wanted = sorted(set(record_ids))
+        if not wanted:
+            return {}
+        c = t.records.c
+        with self.operator.store.engine.connect() as conn:
+            rows = conn.execute(
+                select(c.record_id, c.lifecycle).where(
+                    c.space_id == space_id, c.record_id.in_(wanted)
+                )
+            ).all()
+        return {r[0]: r[1] for r in rows}
+
     def version_texts(self, space_id: str, record_id: str) -> list[tuple[int, str | None]]:
         """Every version of the record in server order, opened (None: key gone)."""
         out: list[tuple[int, str | None]] = []
@@ -100,11 +115,22 @@ class CloudView:
 
     def pending_devices(self, space_id: str) -> dict[str, set[str]]:
         """record id -> device ids the cloud still waits for (forgets with any pending)."""
-        out: dict[str, set[str]] = {}
+        return self.forgets(space_id)[0]
+
+    def forgets(self, space_id: str) -> tuple[dict[str, set[str]], set[str]]:
+        """From one read of the cloud's pending list: ``pending_devices`` and
+        ``forgotten_record_ids``."""
+        pending: dict[str, set[str]] = {}
+        forgotten: set[str] = set()
         for forget in self.operator.pending(space_id).forgets:
-            if forget.record_id is not None and forget.pending:
-                out.setdefault(forget.record_id, set()).update(p.device_id for p in forget.pending)
-        return out
+            if not forget.record_id:
+                continue
+            forgotten.add(forget.record_id)
+            if forget.pending:
+                pending.setdefault(forget.record_id, set()).update(
+                    p.device_id for p in forget.pending
+                )
+        return pending, forgotten
 
     def subset(self, space_id: str, device_id: str) -> set[str] | None:
         """The records the cloud chose for (or saw written by) the device; None when it
