@@ -201,6 +201,28 @@ def current() -> ForkServer | None:
     return _current
 
 
+class _Refusing(ForkServer):
+    """A fork server that takes nothing: every sync falls back to a plain subprocess."""
+
+    def _start(self) -> Path:
+        raise ForkServerUnavailable("fork server disabled: plain subprocesses")
+
+
+@contextlib.contextmanager
+def disabled() -> Iterator[None]:
+    """Within: every device sync process is a plain subprocess (the path without a fork
+    server, e.g. a bench's baseline), whatever ``serving`` installs meanwhile."""
+    global _current
+    with _current_lock:
+        before = _current
+        _current = _Refusing()
+    try:
+        yield
+    finally:
+        with _current_lock:
+            _current = before
+
+
 def install_for_process() -> ForkServer:
     """Install a fork server for the rest of this process (a worker of many runs), started
     now; closed when the process exits (and it exits by itself if this process dies)."""

@@ -26,7 +26,7 @@ import tempfile
 import time
 import traceback
 from collections.abc import Callable, Iterator
-from concurrent.futures import Future, ProcessPoolExecutor, as_completed
+from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -79,10 +79,13 @@ class ManyReport:
     results: list[RunResult] = field(default_factory=list)
     seconds: float = 0.0  # wall time of the whole, workers' start included
     rerun: str = "memsync simulate ... --seed {seed}"  # how to re-run one seed alone
+    sessions_wanted: int | None = None  # played until the runs held this many sessions
 
     @property
     def ok(self) -> bool:
-        return len(self.results) == self.runs and all(r.ok for r in self.results)
+        played = len(self.results) == self.runs and all(r.ok for r in self.results)
+        wanted = self.sessions_wanted is None or self.sessions >= self.sessions_wanted
+        return played and wanted
 
     @property
     def sessions(self) -> int:
@@ -119,6 +122,7 @@ class ManyReport:
             "runs_passed": sum(r.ok for r in self.results),
             "jobs": self.jobs,
             "device_sessions": self.sessions,
+            "device_sessions_wanted": self.sessions_wanted,
             "wall_seconds": round(self.seconds, 1),
             "sessions_per_minute": per_minute(self.sessions, self.seconds),
             "run_seconds_median": _median(seconds),
@@ -231,50 +235,86 @@ def play_many(
     clouds: int = 1,
     folder: Path | None = None,
     progress: Progress | None = None,
-    player: Callable[[RunJob], RunResult] = play,
+    player: Callable[[RunJob], RunResult] | None = None,
     rerun: str = "memsync simulate ... --seed {seed}",
+    until_sessions: int | None = None,
 ) -> ManyReport:
     """Play ``runs`` runs (seeds ``settings.seed`` on) with ``jobs`` worker processes.
-    ``player`` plays one run (``play``; a test may give another, picklable, one)."""
+    With ``until_sessions``, ``runs`` is the most to play: seeds are started in order
+    until the runs played so far hold that many device sessions (runs already started
+    are played out and kept). ``player`` plays one run (default ``play``; a test may
+    give another, picklable, one)."""
     check_many(settings, runs, jobs, store)
+    if until_sessions is not None and until_sessions < 1:
+        raise InvalidRunSettings(f"until_sessions={until_sessions}: must be 1 or more")
     report = ManyReport(
         settings=settings.as_dict(), runs=runs, jobs=jobs, store=describe_store(store),
-        rerun=rerun,
+        rerun=rerun, sessions_wanted=until_sessions,
     )  # fmt: skip
-    todo = [
+    todo = (
         RunJob(replace(settings, seed=s), store, clouds, folder) for s in seeds(settings.seed, runs)
-    ]
+    )
+
+    def enough() -> bool:
+        return until_sessions is not None and report.sessions >= until_sessions
+
     started = time.monotonic()
-    for done, result in enumerate(_played(todo, jobs, player), start=1):
+    for done, result in enumerate(_played(todo, jobs, player or play, enough), start=1):
         report.results.append(result)
         if progress is not None:
             progress(done, runs)
     report.results.sort(key=lambda r: r.seed)
     report.seconds = time.monotonic() - started
+    if until_sessions is not None:
+        report.runs = len(report.results)
     return report
 
 
+def _failed(job: RunJob, exc: BaseException) -> RunResult:
+    """A run whose worker did not answer (the worker process died, say)."""
+    return RunResult(job.settings.seed, False, 0.0, 0, {}, [
+        Check("the run played to its end", False, f"{type(exc).__name__}: {exc}")
+    ], error=str(exc))  # fmt: skip
+
+
 def _played(
-    todo: list[RunJob], jobs: int, player: Callable[[RunJob], RunResult]
+    todo: Iterator[RunJob],
+    jobs: int,
+    player: Callable[[RunJob], RunResult],
+    enough: Callable[[], bool],
 ) -> Iterator[RunResult]:
+    """Each run's result as it ends; a new run starts only while ``enough()`` is false
+    (asked after the caller took the results before), at most ``jobs`` at a time."""
     if jobs == 1:
         with forkserver.serving():
             for job in todo:
+                if enough():
+                    return
                 yield player(job)
         return
     context = multiprocessing.get_context("spawn")
     with ProcessPoolExecutor(
-        max_workers=min(jobs, len(todo)), mp_context=context, initializer=_start_worker
+        max_workers=jobs, mp_context=context, initializer=_start_worker
     ) as pool:
-        futures: dict[Future[RunResult], RunJob] = {pool.submit(player, j): j for j in todo}
-        for future in as_completed(futures):
-            job = futures[future]
-            try:
-                yield future.result()
-            except Exception as exc:  # the worker itself died: the run is a failed run
-                yield RunResult(job.settings.seed, False, 0.0, 0, {}, [
-                    Check("the run played to its end", False, f"{type(exc).__name__}: {exc}")
-                ], error=str(exc))  # fmt: skip
+        running: dict[Future[RunResult], RunJob] = {}
+
+        def start_more() -> None:
+            while len(running) < jobs and not enough():
+                job = next(todo, None)
+                if job is None:
+                    return
+                running[pool.submit(player, job)] = job
+
+        start_more()
+        while running:
+            finished, _ = wait(running, return_when=FIRST_COMPLETED)
+            for future in finished:
+                job = running.pop(future)
+                try:
+                    yield future.result()
+                except Exception as exc:  # the worker itself died: a failed run
+                    yield _failed(job, exc)
+            start_more()
 
 
 def render_text(report: ManyReport) -> str:
@@ -310,6 +350,11 @@ def render_text(report: ManyReport) -> str:
         lines.append(f"FAILED: seed {seed}; re-run it alone: {report.rerun_for(seed)}")
     if len(report.results) < report.runs:
         lines.append(f"FAILED: only {len(report.results)} of {report.runs} run(s) were played")
+    if report.sessions_wanted is not None and report.sessions < report.sessions_wanted:
+        lines.append(
+            f"FAILED: {report.sessions} device session(s), fewer than the "
+            f"{report.sessions_wanted} wanted"
+        )
     lines.append("RESULT: " + ("PASS" if report.ok else "FAIL"))
     return "\n".join(lines)
 
