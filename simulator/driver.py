@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from device.errors import Offline
 from device.views import SyncReport
 from simulator import invariants
-from simulator.cloud_view import CloudView
+from simulator.cloud_view import CloudView, StepReads
 from simulator.errors import CrashPointNotReached
 from simulator.fleet import DeviceHandle, Fleet
 from simulator.observe import (
@@ -59,6 +59,7 @@ class Driver:
         self.step = 0
         self._conversations = 0
         self.view = CloudView(fleet.cloud.operator)
+        self.step_reads = StepReads(fleet.cloud.operator)
         self.sessions = 0  # in-process syncs tried while the device reached the cloud
 
     # --- what users do ----------------------------------------------------------------
@@ -193,7 +194,8 @@ class Driver:
         """After a step: note forgets the cloud committed and those every device has
         shredded (for the forget-to-shred figures), and check the pending list's safety
         side. Returns the pending problems seen now. (Devices are read through
-        ``observe.held_now``: reread whenever their database changed.)"""
+        ``observe.held_now`` and the cloud through ``StepReads``: each reread whenever
+        it changed.)"""
         now = self.clock()
         open_forgets = [f for f in self.trace.forgotten.values() if f.shredded_step is None]
         uncommitted: dict[str, list[str]] = {}
@@ -201,7 +203,7 @@ class Driver:
             if forgotten.committed_step is None:
                 uncommitted.setdefault(forgotten.space_id, []).append(forgotten.record_id)
         lifecycles = {
-            space: self.view.lifecycles(space, record_ids)
+            space: self.step_reads.lifecycles(space, record_ids)
             for space, record_ids in uncommitted.items()
         }
         devices_of: dict[str, list[DeviceHandle]] = {}

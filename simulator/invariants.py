@@ -25,7 +25,8 @@ The checks:
   forgotten record (checked at the end; the run also checks at every step that no
   device that still holds one is missing from the list: every forgotten record of every
   space against every device of it, each device's holdings read through
-  ``observe.held_now``, which rereads a device whenever its database changed).
+  ``observe.held_now`` and the cloud's list through ``cloud_view.StepReads``, each
+  reread whenever its database changed).
 - ``conflicts_kept``: two devices' concurrent corrections of one record both survive
   (in the cloud and on every device that holds the record) and are flagged (a
   ``conflict`` receipt or ``conflicts_with``), never silently dropped.
@@ -40,7 +41,7 @@ from collections.abc import Callable, Iterable, Mapping
 from device.views import RecordView
 from protocol.model import LifecycleState
 from protocol.operations import EffectKind, Receipt, ReceiptStatus, RefusalCode
-from simulator.cloud_view import CloudRecord, CloudView
+from simulator.cloud_view import CloudRecord, CloudView, StepReads
 from simulator.fleet import DeviceHandle, Fleet
 from simulator.forensics import (
     ScanResult,
@@ -458,10 +459,10 @@ def sample_pending(fleet: Fleet, trace: RunTrace, step: int) -> list[str]:
     """At a step of a run: no device still holding a forgotten record is missing from
     the pending list. (A device can be listed after it shredded and before its ack
     arrives, so exactness is checked only once everyone has synced.)"""
-    view = CloudView(fleet.cloud.operator)
+    reads = StepReads(fleet.cloud.operator)
     problems: list[str] = []
     for user in fleet.users.values():
-        pending, forgotten = view.forgets(user.space_id)
+        pending, forgotten = reads.forgets(user.space_id)
         problems.extend(
             _pending_mismatch(
                 user.devices, forgotten, pending, f"step {step}", exact=False, holds=held_now

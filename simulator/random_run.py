@@ -9,7 +9,8 @@ exists the walls digest of every other space is taken. At the end every device i
 brought online and synced until a round changes nothing, then every invariant and the
 walls are checked. Per step the run samples queue depth per device and in total and
 the number of unsynced devices (queue not empty, or its cursor behind its space),
-reading each device afresh only when its database changed (``simulator.observe``).
+reading each device afresh only when its database changed (``simulator.observe``), and
+the cloud only when its store changed (``cloud_view.StepReads``).
 
 A **device session** is one sync a device tries while it reaches the cloud: an
 in-process sync made online (``Driver.sync``: a sync step, the sync of a stale edit or
@@ -37,6 +38,7 @@ from simulator import forkserver, processes
 from simulator.actions import Rates, RunContext, action_set, choose
 from simulator.cloud_processes import CloudProcesses
 from simulator.cloud_runner import RunningCloud
+from simulator.cloud_view import StepReads
 from simulator.driver import Driver
 from simulator.errors import InvalidRunSettings
 from simulator.fleet import DeviceHandle
@@ -135,10 +137,7 @@ def _build_fleet(fleet: SealedFleet, settings: RunSettings) -> list[DeviceHandle
 
 
 def _unsynced(fleet: SealedFleet, handles: list[DeviceHandle]) -> int:
-    last = {}
-    with fleet.cloud.operator.store.session() as s:
-        for user in fleet.users.values():
-            last[user.space_id] = s.last_seq(user.space_id)
+    last = StepReads(fleet.cloud.operator).last_seqs(u.space_id for u in fleet.users.values())
     count = 0
     for handle in handles:
         behind = decode_cursor(pull_cursor(handle)) < last[handle.user.space_id]

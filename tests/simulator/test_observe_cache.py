@@ -1,7 +1,8 @@
-"""The reads between steps are remembered only while a device's database is unchanged:
-every write of the device's own agent and every commit of another process on the same
-files (a sync process of the same device) is seen at once, and each remembered read
-equals a fresh one."""
+"""The reads between steps are remembered only while a device's database (or the
+cloud's record store) is unchanged: every write of the device's own agent, every commit
+of another process on the same files (a sync process of the same device) and every
+commit to the cloud's store is seen at once, and each remembered read equals a fresh
+one."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from simulator.cloud_runner import RunningCloud
+from simulator.cloud_view import CloudView, StepReads
 from simulator.fleet import DeviceHandle, Fleet
 from simulator.observe import (
     FORGOTTEN,
@@ -96,3 +98,42 @@ def test_a_device_reopened_after_another_process_wrote_is_read_afresh(
     phone.reopen()
     assert queued_ops(phone) == phone.agent.pending_ops() == 0
     fleet.close()
+
+
+def test_remembered_cloud_reads_follow_every_commit_to_the_store(
+    cloud: RunningCloud, tmp_path: Path
+) -> None:
+    fleet = Fleet(cloud, tmp_path / "devices", embedder=STUB)
+    user = fleet.add_user("ada")
+    phone, laptop = fleet.add_device(user, "phone"), fleet.add_device(user, "laptop")
+    space = user.space_id
+    reads, fresh = StepReads(cloud.operator), CloudView(cloud.operator)
+
+    def same() -> None:
+        assert reads.forgets(space) == fresh.forgets(space)
+        assert reads.last_seqs([space]) == {space: _last_seq(cloud, space)}
+
+    same()
+    sentence = "My friend Kalomi lives in Lima."
+    phone.agent.say(sentence, "c1")
+    record = phone.agent.remember(sentence, "c1").record_id
+    assert reads.lifecycles(space, [record]) == {}  # the cloud has not seen it
+    phone.agent.sync()  # a commit by the cloud's server
+    same()
+    assert reads.lifecycles(space, [record]) == fresh.lifecycles(space, [record]) != {}
+    laptop.agent.sync()
+    phone.agent.forget_permanently(record)
+    phone.agent.sync()
+    same()
+    assert reads.forgets(space)[1] == {record}
+    assert reads.lifecycles(space, [record]) == {record: FORGOTTEN}
+    assert laptop.agent.device_id in reads.forgets(space)[0][record]
+    laptop.agent.sync()  # the laptop shreds and acknowledges
+    same()
+    assert reads.forgets(space)[0] == {}
+    fleet.close()
+
+
+def _last_seq(cloud: RunningCloud, space: str) -> int:
+    with cloud.operator.store.session() as s:
+        return s.last_seq(space)
