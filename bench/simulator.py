@@ -45,7 +45,7 @@ class Workload:
     baseline_runs: int  # runs of the same seeds played the old way, for the ratio
 
 
-FULL = Workload(sessions=10_000, steps=60, baseline_runs=6)
+FULL = Workload(sessions=10_000, steps=100, baseline_runs=6)
 SMOKE = Workload(sessions=40, steps=12, baseline_runs=1)
 
 

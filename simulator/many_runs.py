@@ -27,6 +27,7 @@ import time
 import traceback
 from collections.abc import Callable, Iterator
 from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
+from concurrent.futures.process import BrokenProcessPool
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -297,13 +298,19 @@ def _played(
         max_workers=jobs, mp_context=context, initializer=_start_worker
     ) as pool:
         running: dict[Future[RunResult], RunJob] = {}
+        broken: list[BaseException] = []
+        yield_later: list[RunResult] = []
 
         def start_more() -> None:
-            while len(running) < jobs and not enough():
+            while not broken and len(running) < jobs and not enough():
                 job = next(todo, None)
                 if job is None:
                     return
-                running[pool.submit(player, job)] = job
+                try:
+                    running[pool.submit(player, job)] = job
+                except BrokenProcessPool as exc:  # a worker died: start nothing more
+                    broken.append(exc)
+                    yield_later.append(_failed(job, exc))
 
         start_more()
         while running:
@@ -315,6 +322,7 @@ def _played(
                 except Exception as exc:  # the worker itself died: a failed run
                     yield _failed(job, exc)
             start_more()
+        yield from yield_later  # the run that could not start; the rest never did
 
 
 def render_text(report: ManyReport) -> str:
