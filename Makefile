@@ -11,7 +11,7 @@ MODEL_DIR := models/embedder
 MODEL := $(MODEL_DIR)/model.onnx
 MODEL_STAMP := $(VENV)/.model-installed
 
-.PHONY: install model demo test check lint typecheck bench bench-smoke clean export-schema browser
+.PHONY: install model demo test check lint typecheck bench bench-smoke bench-simulator clean export-schema browser
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PY) -m venv $(VENV)
@@ -76,6 +76,11 @@ bench: $(STAMP) model
 
 bench-smoke: $(STAMP) model
 	$(BIN)/python -m bench.run --smoke
+
+# Issue 19 alone: seeded random runs in worker processes until 10,000 device sessions
+# (part of `make bench` too; `make bench-smoke` plays a tiny one).
+bench-simulator: $(STAMP) model
+	$(BIN)/python -m bench.run --only simulator
 
 clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache bench/results.json $(MODEL_DIR) $(DETECTOR) $(DETECTOR_DIR)/metrics.json $(SENSITIVITY)

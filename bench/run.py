@@ -35,6 +35,7 @@ from bench import live as live_bench
 from bench import relations as relations_bench
 from bench import retrieval as retrieval_bench
 from bench import sensitivity as sensitivity_bench
+from bench import simulator as simulator_bench
 from bench import subset as subset_bench
 from bench import sync_suite
 from device.agent import DeviceAgent
@@ -256,6 +257,11 @@ def run_sensitivity(smoke: bool) -> dict[str, Any]:
     return _stamped(sensitivity=sensitivity_bench.measure(smoke))
 
 
+def run_simulator(smoke: bool) -> dict[str, Any]:
+    """Issue 19's simulator bench alone (``--only simulator``): 10,000 device sessions."""
+    return _stamped(simulator=simulator_bench.measure(smoke))
+
+
 def run(
     n_device: int, n_push: int, sizes: list[int], smoke: bool, n_consolidate: int
 ) -> dict[str, Any]:
@@ -282,6 +288,7 @@ def run(
         subset = subset_bench.measure(root / "subset", smoke)
         relations = relations_bench.measure(root / "relations", smoke)
         sensitivity = sensitivity_bench.measure(smoke)
+    simulator = simulator_bench.measure(smoke)
     figures = {
         "device_pairs_per_s_sqlcipher": ours_cipher,
         "device_pairs_per_s_sqlcipher_model_stubbed": ours_no_model,
@@ -324,6 +331,7 @@ def run(
         subset=subset,
         relations=relations,
         sensitivity=sensitivity,
+        simulator=simulator,
     )
 
 
@@ -446,14 +454,16 @@ def main() -> None:
     )
     parser.add_argument(
         "--only",
-        choices=["all", "sync", "export", "subset", "relations", "sensitivity"],
+        choices=["all", "sync", "export", "subset", "relations", "sensitivity", "simulator"],
         default="all",
         help="'sync': only issue 6's sync benches (fleet, pull cost, key destruction, live); "
         "'export': only issue 7's export bench; 'subset': only issue 9's device subset bench; "
         "'relations': only issue 17's tell-then-ask quality bench (the tuning half's failures "
         "are printed, the held-out half's never); 'sensitivity': only issue 18's sensitivity "
         "bench (both halves' figures; `python -m bench.sensitivity --tune-errors` prints the "
-        "tuning half's errors)",
+        "tuning half's errors); 'simulator': only issue 19's simulator bench (seeded random "
+        "runs in worker processes until 10,000 device sessions, beside a one-process "
+        "baseline)",
     )
     args = parser.parse_args()
     # a SIGTERM unwinds like Ctrl-C, so clouds stop and bench databases are dropped
@@ -498,6 +508,14 @@ def main() -> None:
             console.print(table)
         print(f"wrote {RESULTS}")
         return
+    if args.only == "simulator":
+        result = run_simulator(args.smoke)
+        result["smoke"] = args.smoke
+        RESULTS.write_text(json.dumps(result, indent=2) + "\n")
+        console.print(simulator_bench.render(result["simulator"]))
+        print(simulator_bench.verdict(result["simulator"]))
+        print(f"wrote {RESULTS}")
+        return
     n_device, n_push = (20, 20) if args.smoke else (args.device_pairs, args.push_pairs)
     n_consolidate = 20 if args.smoke else args.candidates
     sizes = [200] if args.smoke else args.sizes
@@ -514,9 +532,11 @@ def main() -> None:
         subset_bench.render(result["subset"]),
         *relations_bench.render(result["relations"]["halves"]),
         *sensitivity_bench.render(result["sensitivity"]),
+        simulator_bench.render(result["simulator"]),
     ]
     for table in tables:
         console.print(table)
+    print(simulator_bench.verdict(result["simulator"]))
     failing = len(result["relations"]["tune_failures"])
     print(f"relations: {failing} tuning script(s) fail; --only relations prints each of them")
     print(f"wrote {RESULTS}")

@@ -12,15 +12,22 @@ Invariants:
   authoritative state and the pipeline decides. Reading never writes.
 - The in-memory vector matrix is keyed by ``search_state.generation``, bumped by
   every index write, so a query never reads a matrix that misses a change.
+- A database embeds with the process's default model (``device.embedder``) unless a
+  tester assigned it another embedder (``assign_embedder``, by database path, e.g. the
+  simulator's stub where retrieval is not under test); every vector names the model
+  that made it, so vectors of the two never meet in a search.
 """
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from typing import Any
+from pathlib import Path
+from typing import Any, Protocol
 
 import numpy as np
+import numpy.typing as npt
 
 from device import store
 from device.db import Database
@@ -35,6 +42,48 @@ LEXICAL_LIMIT = 50
 VECTOR_LIMIT = 50
 RELATED_LIMIT = 10
 FORGOTTEN = LifecycleState.FORGOTTEN.value
+
+
+class TextEmbedder(Protocol):
+    """What the indexes need of an embedder (``protocol.embedding.Embedder`` is one)."""
+
+    @property
+    def model_id(self) -> str: ...
+
+    def embed(self, texts: Sequence[str]) -> npt.NDArray[np.float32]: ...
+
+
+_assigned: dict[str, TextEmbedder] = {}
+_assigned_lock = threading.Lock()
+
+
+def _path_key(path: Path | str) -> str:
+    return str(Path(path).resolve())
+
+
+def assign_embedder(db_path: Path, embedder: TextEmbedder | None) -> None:
+    """Have the device database at ``db_path`` embed with ``embedder`` in this process
+    (``None``: the default model again). For testers; the app never calls it."""
+    with _assigned_lock:
+        if embedder is None:
+            _assigned.pop(_path_key(db_path), None)
+        else:
+            _assigned[_path_key(db_path)] = embedder
+
+
+def assigned_embedder(db_path: Path) -> TextEmbedder | None:
+    """The embedder assigned to the database at ``db_path``; None: the default model."""
+    with _assigned_lock:
+        return _assigned.get(_path_key(db_path))
+
+
+def embedder_for(db: Database) -> TextEmbedder:
+    """The embedder this database's vectors are made with."""
+    if _assigned:
+        assigned = assigned_embedder(db.path)
+        if assigned is not None:
+            return assigned
+    return default_embedder()
 
 
 def search_key(db: Database) -> bytes:
@@ -91,7 +140,7 @@ def index(db: Database, items: Sequence[tuple[str, int, RecordContent]]) -> None
     if not items:
         return
     key = search_key(db)
-    embedder = default_embedder()
+    embedder = embedder_for(db)
     embedded = embedder.embed([searchable_text(content) for _, _, content in items])
     for (record_id, version, content), vector in zip(items, embedded, strict=True):
         _unindex(db, record_id)
@@ -121,7 +170,7 @@ def stale(
 ) -> list[tuple[str, int]]:
     """Records whose index does not hold their current version, or (``other_models``)
     whose vector another embedding model made."""
-    model_id = default_embedder().model_id
+    model_id = embedder_for(db).model_id
     another = "OR v.model_id != ?" if other_models else "AND ? IS NOT NULL"
     sql = (
         "SELECT r.record_id, r.current_version FROM records r "
@@ -200,7 +249,7 @@ _CACHE: dict[str, _Matrix] = {}
 
 
 def _matrix(db: Database) -> _Matrix:
-    model_id = default_embedder().model_id
+    model_id = embedder_for(db).model_id
     gen = generation(db)
     key = str(db.path)
     cached = _CACHE.get(key)
@@ -231,7 +280,7 @@ def vector_hits(db: Database, query: str, limit: int = VECTOR_LIMIT) -> dict[str
     m = _matrix(db)
     if not m.ids:
         return {}
-    q = default_embedder().embed([query])[0]
+    q = embedder_for(db).embed([query])[0]
     return {m.ids[i]: score for i, score in vectors.nearest(m.matrix, np.asarray(q), limit)}
 
 

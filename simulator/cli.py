@@ -20,6 +20,7 @@ from simulator.actions import Rates
 from simulator.errors import SimulatorError
 from simulator.report import Check, ScenarioReport, StepState, render_checks, render_step
 from simulator.stores import check_store, cloud_for
+from simulator.stub_embedder import EMBEDDERS
 
 SCENARIOS = ("forget-propagation", "writing", "account-end", "device-subset")
 RATE_FLAGS = {
@@ -64,6 +65,9 @@ RANDOM_RUN_ARGS = (
     "network_faults",
     "clock_skew",
     "clouds",
+    "runs",
+    "jobs",
+    "embedder",
 )
 
 
@@ -132,6 +136,26 @@ def build_parser() -> argparse.ArgumentParser:
     )
     run.add_argument(
         "--report", type=Path, metavar="DIR", help="write report.json, report.txt and PNGs here"
+    )
+    run.add_argument(
+        "--runs",
+        type=int,
+        metavar="R",
+        help="play R independent runs, seeds K, K+1, ... (K from --seed), each with its own "
+        "cloud and fleet, and report them together (default 1: one run, as without it)",
+    )
+    run.add_argument(
+        "-j",
+        "--jobs",
+        type=int,
+        metavar="J",
+        help="play the runs in J worker processes (default 1; SQLite stores only)",
+    )
+    run.add_argument(
+        "--embedder",
+        choices=EMBEDDERS,
+        help="what devices embed with: 'stub' (hashed words, the default: a random run "
+        "never recalls) or 'model' (the real sentence model)",
     )
     simulate.set_defaults(func=_simulate)
 

@@ -18,10 +18,16 @@ from dataclasses import dataclass
 from device.errors import DeviceError, Offline
 from device.views import SyncReport
 from simulator import invariants
-from simulator.cloud_view import CloudView
+from simulator.cloud_view import CloudView, StepReads
 from simulator.errors import CrashPointNotReached
 from simulator.fleet import DeviceHandle, Fleet
-from simulator.observe import device_key, holds_content, record_key_ids, version_texts
+from simulator.observe import (
+    FORGOTTEN,
+    device_key,
+    held_now,
+    record_key_ids,
+    version_texts,
+)
 from simulator.processes import Killed, kill_during_sync, sync_in_a_process
 from simulator.report import Check
 from simulator.trace import ConcurrentEdit, ForgottenRecord, IssuedOp, RunTrace, StaleEdit
@@ -56,6 +62,8 @@ class Driver:
         self.step = 0
         self._conversations = 0
         self.view = CloudView(fleet.cloud.operator)
+        self.step_reads = StepReads(fleet.cloud.operator)
+        self.sessions = 0  # in-process syncs tried while the device reached the cloud
 
     # --- what users do ----------------------------------------------------------------
 
@@ -121,7 +129,11 @@ class Driver:
     def sync(self, handle: DeviceHandle) -> SyncReport | None:
         """Sync one device; None when it is offline, or when the sync ended in any other
         device error, which the trace keeps (a check fails on it: a user can act on
-        neither). Nothing the device did before the error is lost."""
+        neither; nothing the device did before the error is lost). A sync tried while
+        the device reaches its cloud process is a device session, whatever it meets on
+        the way (an injected fault, a restart)."""
+        if handle.online and not handle.partitioned:
+            self.sessions += 1
         try:
             report = handle.agent.sync()
         except Offline:
@@ -212,24 +224,30 @@ class Driver:
     def observe(self) -> list[str]:
         """After a step: note forgets the cloud committed and those every device has
         shredded (for the forget-to-shred figures), and check the pending list's safety
-        side. Returns the pending problems seen now."""
+        side. Returns the pending problems seen now. (Devices are read through
+        ``observe.held_now`` and the cloud through ``StepReads``: each reread whenever
+        it changed.)"""
         now = self.clock()
-        for forgotten in self.trace.forgotten.values():
-            if forgotten.shredded_step is not None:
-                continue
+        open_forgets = [f for f in self.trace.forgotten.values() if f.shredded_step is None]
+        uncommitted: dict[str, list[str]] = {}
+        for forgotten in open_forgets:
             if forgotten.committed_step is None:
-                record = self.view.records(forgotten.space_id).get(forgotten.record_id)
-                if record is None or not record.forgotten:
+                uncommitted.setdefault(forgotten.space_id, []).append(forgotten.record_id)
+        lifecycles = {
+            space: self.step_reads.lifecycles(space, record_ids)
+            for space, record_ids in uncommitted.items()
+        }
+        devices_of: dict[str, list[DeviceHandle]] = {}
+        for user in self.fleet.users.values():
+            devices_of.setdefault(user.space_id, []).extend(user.devices)
+        for forgotten in open_forgets:
+            if forgotten.committed_step is None:
+                lifecycle = lifecycles[forgotten.space_id].get(forgotten.record_id)
+                if lifecycle != FORGOTTEN:
                     continue
                 forgotten.committed_step, forgotten.committed_at = self.step, now
-            holders = [
-                h
-                for u in self.fleet.users.values()
-                if u.space_id == forgotten.space_id
-                for h in u.devices
-                if holds_content(h, forgotten.record_id)
-            ]
-            if not holders:
+            devices = devices_of.get(forgotten.space_id, [])
+            if not any(held_now(h, forgotten.record_id) for h in devices):
                 forgotten.shredded_step, forgotten.shredded_at = self.step, now
         return invariants.sample_pending(self.fleet, self.trace, self.step)
 

@@ -13,6 +13,10 @@ Invariants:
 - ``crash`` drops an agent without closing anything (an open transaction is lost, as
   when the process dies); ``reopen`` opens the same files with the same transport and
   clock. A crashed device cannot be used until reopened.
+- A fleet made with an ``embedder`` (e.g. ``simulator.stub_embedder.STUB``, where
+  retrieval is not under test) assigns it to each device's database before the device
+  exists (``device.search.assign_embedder``), for as long as the fleet is open; without
+  one, devices embed with the real model.
 """
 
 from __future__ import annotations
@@ -27,7 +31,9 @@ from typing import Protocol
 
 from cloud.config import CloudConfig
 from cloud.service import CloudService
+from device import search
 from device.agent import DeviceAgent
+from device.db import DB_FILENAME
 from simulator.clock import Clock, SkewedClock, system_clock
 from simulator.errors import FleetError
 from simulator.transport import FaultInjectingTransport, FaultPlan, origin_of
@@ -162,7 +168,8 @@ class Fleet:
     ``cloud`` is a ``RunningCloud`` or a ``CloudProcesses`` (anything with ``urls`` and
     an ``operator``). ``clock`` is the fleet clock every device's clock is read from
     (default: the system clock); the cloud keeps its own. ``rng`` seeds each device's
-    randomness (key pairs, ids) when given, so a seeded fleet replays.
+    randomness (key pairs, ids) when given, so a seeded fleet replays. ``embedder``,
+    when given, is what every device of the fleet embeds with instead of the model.
     """
 
     def __init__(
@@ -172,8 +179,10 @@ class Fleet:
         *,
         clock: Clock | None = None,
         rng: random.Random | None = None,
+        embedder: search.TextEmbedder | None = None,
     ) -> None:
         self.cloud = cloud
+        self.embedder = embedder
         self.root = root
         self.clock: Clock = clock or system_clock
         self.rng = rng
@@ -216,8 +225,11 @@ class Fleet:
         clock = SkewedClock(self.clock, clock_skew)
         random_bytes = random.Random(self.rng.getrandbits(64)).randbytes if self.rng else None
         secret = passphrase or f"passphrase of {user.name}'s {name}"
+        directory = self.root / user.name / name
+        if self.embedder is not None:
+            search.assign_embedder(directory / DB_FILENAME, self.embedder)
         agent = DeviceAgent.create(
-            self.root / user.name / name,
+            directory,
             secret,
             device_name=name,
             cloud_url=urls[index],
@@ -272,3 +284,5 @@ class Fleet:
     def close(self) -> None:
         for handle in self.devices():
             handle.close()
+            if self.embedder is not None:
+                search.assign_embedder(handle.directory / DB_FILENAME, None)

@@ -23,7 +23,10 @@ The checks:
   decrypted, WAL included), the cloud's record store or its key store.
 - ``pending_exact``: the cloud's pending list is exactly the devices that still hold a
   forgotten record (checked at the end; the run also checks at every step that no
-  device that still holds one is missing from the list).
+  device that still holds one is missing from the list: every forgotten record of every
+  space against every device of it, each device's holdings read through
+  ``observe.held_now`` and the cloud's list through ``cloud_view.StepReads``, each
+  reread whenever its database changed).
 - ``conflicts_kept``: two devices' concurrent corrections of one record both survive
   (in the cloud and on every device that holds the record) and are flagged (a
   ``conflict`` receipt or ``conflicts_with``), never silently dropped.
@@ -33,12 +36,12 @@ The checks:
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 
 from device.views import RecordView
 from protocol.model import LifecycleState
 from protocol.operations import EffectKind, Receipt, ReceiptStatus, RefusalCode
-from simulator.cloud_view import CloudRecord, CloudView
+from simulator.cloud_view import CloudRecord, CloudView, StepReads
 from simulator.fleet import DeviceHandle, Fleet
 from simulator.forensics import (
     ScanResult,
@@ -49,6 +52,7 @@ from simulator.forensics import (
 from simulator.observe import (
     FORGOTTEN,
     device_key,
+    held_now,
     holds_content,
     stored_receipts,
     version_texts,
@@ -430,12 +434,13 @@ def _pending_mismatch(
     when: str,
     *,
     exact: bool = True,
+    holds: Callable[[DeviceHandle, str], bool] = holds_content,
 ) -> list[str]:
     problems: list[str] = []
     for rid in sorted(forgotten):
         waiting = pending.get(rid, set())
         for handle in devices:
-            holding = holds_content(handle, rid)
+            holding = holds(handle, rid)
             listed = handle.agent.device_id in waiting
             if holding and not listed:
                 problems.append(
@@ -454,13 +459,14 @@ def sample_pending(fleet: Fleet, trace: RunTrace, step: int) -> list[str]:
     """At a step of a run: no device still holding a forgotten record is missing from
     the pending list. (A device can be listed after it shredded and before its ack
     arrives, so exactness is checked only once everyone has synced.)"""
-    view = CloudView(fleet.cloud.operator)
+    reads = StepReads(fleet.cloud.operator)
     problems: list[str] = []
     for user in fleet.users.values():
-        pending = view.pending_devices(user.space_id)
-        forgotten = view.forgotten_record_ids(user.space_id)
+        pending, forgotten = reads.forgets(user.space_id)
         problems.extend(
-            _pending_mismatch(user.devices, forgotten, pending, f"step {step}", exact=False)
+            _pending_mismatch(
+                user.devices, forgotten, pending, f"step {step}", exact=False, holds=held_now
+            )
         )
     trace.pending_samples += 1
     trace.pending_problems.extend(problems)

@@ -8,7 +8,19 @@ own (server-assigned spaces, names unique to the run); before the first of them
 exists the walls digest of every other space is taken. At the end every device is
 brought online and synced until a round changes nothing, then every invariant and the
 walls are checked. Per step the run samples queue depth per device and in total and
-the number of unsynced devices (queue not empty, or its cursor behind its space).
+the number of unsynced devices (queue not empty, or its cursor behind its space),
+reading each device afresh only when its database changed (``simulator.observe``), and
+the cloud only when its store changed (``cloud_view.StepReads``).
+
+A **device session** is one sync a device tries while it reaches the cloud: an
+in-process sync made online (``Driver.sync``: a sync step, the sync of a stale edit or
+of a restart, each device's sync in the final rounds) and every sync run in a process
+of its own (a kill, or any action's sync process). Offline tries are not sessions.
+The run counts them (``counts["device sessions"]``; ``sessions_per_minute`` in the
+figures). Devices embed with the stub embedder unless ``embedder="model"``: nothing a
+run does depends on vectors (it never recalls), so the log and counts are the same.
+Kills go through a fork server for the run (started on the first kill), unless one is
+installed already (a worker of many runs installs one for all its runs).
 """
 
 from __future__ import annotations
@@ -22,19 +34,21 @@ from pathlib import Path
 from typing import Any
 
 from cloud.service import decode_cursor
-from device import store
+from simulator import forkserver, processes
 from simulator.actions import Rates, RunContext, action_set, choose
 from simulator.cloud_processes import CloudProcesses
 from simulator.cloud_runner import RunningCloud
+from simulator.cloud_view import StepReads
 from simulator.driver import Driver
 from simulator.errors import InvalidRunSettings
 from simulator.fleet import DeviceHandle
-from simulator.observe import device_key
+from simulator.observe import device_key, pull_cursor, queued_ops
 from simulator.report import Check
 from simulator.run_report import RunReport, StepSample
 from simulator.sealed import SealedFleet
 from simulator.sentences import SentenceMaker
 from simulator.stores import describe_store
+from simulator.stub_embedder import EMBEDDERS, STUB
 from simulator.trace import RunTrace
 from simulator.transport import RandomFaults
 
@@ -52,6 +66,7 @@ class RunSettings:
     rates: Rates = field(default_factory=Rates)
     network_faults: float = 0.0  # per-request probability of a transport fault per device
     clock_skew_hours: float = 0.0  # each device's clock is off by up to this, either way
+    embedder: str = "stub"  # what devices embed with: the stub, or the real "model"
 
     def validate(self) -> None:
         if self.users < 1:
@@ -69,6 +84,10 @@ class RunSettings:
         if not 0.0 <= self.clock_skew_hours <= MAX_SKEW_HOURS:
             raise InvalidRunSettings(
                 f"clock skew {self.clock_skew_hours} h: must be 0 to {MAX_SKEW_HOURS} hours"
+            )
+        if self.embedder not in EMBEDDERS:
+            raise InvalidRunSettings(
+                f"embedder {self.embedder!r}: expected one of {', '.join(EMBEDDERS)}"
             )
         for name, rate in self.rates.as_dict().items():
             if not 0.0 <= rate <= 1.0:
@@ -89,6 +108,7 @@ class RunSettings:
             "rates": {**self.rates.as_dict(), "sync": _sync_rate(self.rates)},
             "network_faults": self.network_faults,
             "clock_skew_hours": self.clock_skew_hours,
+            "embedder": self.embedder,
         }
 
 
@@ -117,21 +137,18 @@ def _build_fleet(fleet: SealedFleet, settings: RunSettings) -> list[DeviceHandle
 
 
 def _unsynced(fleet: SealedFleet, handles: list[DeviceHandle]) -> int:
-    last = {}
-    with fleet.cloud.operator.store.session() as s:
-        for user in fleet.users.values():
-            last[user.space_id] = s.last_seq(user.space_id)
+    last = StepReads(fleet.cloud.operator).last_seqs(u.space_id for u in fleet.users.values())
     count = 0
     for handle in handles:
-        cursor = store.get_meta(handle.agent._debug_db()).pull_cursor
-        behind = decode_cursor(cursor) < last[handle.user.space_id]
-        if behind or handle.agent.pending_ops():
+        behind = decode_cursor(pull_cursor(handle)) < last[handle.user.space_id]
+        if behind or queued_ops(handle):
             count += 1
     return count
 
 
 def _sample(ctx: RunContext, fleet: SealedFleet, step: int, elapsed: float) -> StepSample:
-    queues = {ctx.name(h): h.agent.pending_ops() for h in ctx.devices}
+    labels = ctx.device_labels
+    queues = {labels[device_key(h)]: queued_ops(h) for h in ctx.devices}
     return StepSample(
         step=step,
         seconds=round(elapsed, 3),
@@ -152,8 +169,20 @@ def run(
 ) -> RunReport:
     """Play the run against a started ``cloud`` with devices under ``root``."""
     settings.validate()
+    with forkserver.serving():
+        return _play(settings, cloud, root, progress, clock)
+
+
+def _play(
+    settings: RunSettings,
+    cloud: RunningCloud | CloudProcesses,
+    root: Path,
+    progress: Progress | None,
+    clock: Callable[[], float],
+) -> RunReport:
     started = clock()
-    fleet = SealedFleet(cloud, root)
+    embedder = STUB if settings.embedder == "stub" else None
+    fleet = SealedFleet(cloud, root, embedder=embedder)
     report = RunReport(settings=settings.as_dict(), store=describe_store(cloud.config.store_url))
     try:
         handles = _build_fleet(fleet, settings)
@@ -187,6 +216,8 @@ def run(
         faults = sum(len(h.transport.log) for h in handles)
         if faults:
             ctx.count("network faults injected", faults)
+        in_processes = sum(processes.syncs_started(h.directory) for h in handles)
+        ctx.count("device sessions", driver.sessions + in_processes)
         report.counts = dict(sorted(ctx.counts.items()))
         report.forgets = [
             {**t.__dict__, "record_id": ctx.label(t.record_id)} for t in driver.timings()

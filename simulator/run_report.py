@@ -2,7 +2,9 @@
 
 Invariants: a report is ``ok`` only when it has checks and every one passed. The JSON
 form carries everything the text table and the plots show; ``outcome()`` is the part
-the seed alone decides (log and counts), so two runs of one seed can be compared.
+the seed alone decides (log and counts, the device sessions among them), so two runs of
+one seed can be compared; ``sessions_per_minute`` is a figure of the machine, not of
+the seed.
 """
 
 from __future__ import annotations
@@ -13,6 +15,12 @@ from pathlib import Path
 from typing import Any
 
 from simulator.report import Check
+
+SESSIONS = "device sessions"  # the count: syncs tried while the device reached the cloud
+
+
+def per_minute(sessions: int, seconds: float) -> float | None:
+    return round(60.0 * sessions / seconds, 1) if seconds > 0 else None
 
 
 @dataclass(frozen=True)
@@ -51,9 +59,12 @@ class RunReport:
             for f in self.forgets
             if f.get("shredded_step") is not None and f.get("committed_step") is not None
         ]
+        sessions = self.counts.get(SESSIONS, 0)
         return {
             "steps": max(0, len(self.samples) - 2),
             "seconds": self.seconds,
+            "device_sessions": sessions,
+            "sessions_per_minute": per_minute(sessions, self.seconds),
             "max_total_queue": max((s.total_queue for s in self.samples), default=0),
             "max_unsynced_devices": max((s.unsynced_devices for s in self.samples), default=0),
             "forgets": len(self.forgets),

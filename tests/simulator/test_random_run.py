@@ -15,7 +15,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from simulator import cli, invariants
+from simulator import cli, invariants, run_report
 from simulator.actions import Rates, action_set, choose
 from simulator.cloud_runner import RunningCloud
 from simulator.driver import SYNCS_COMPLETED
@@ -24,6 +24,7 @@ from simulator.fleet import Fleet
 from simulator.processes import SOURCE_ROOT
 from simulator.random_run import RunSettings, run
 from simulator.report import Check
+from simulator.run_report import SESSIONS
 from simulator.stores import cloud_for, clouds_for
 
 pytestmark = pytest.mark.e2e
@@ -132,12 +133,50 @@ def test_a_run_under_every_fault_passes_every_invariant(store: str, tmp_path: Pa
     assert report.settings["network_faults"] == 0.15
 
 
-def _outcome(seed: int, steps: int, folder: Path) -> dict[str, object]:
+def _outcome(seed: int, steps: int, folder: Path, embedder: str = "stub") -> dict[str, object]:
     with RunningCloud.sqlite(folder / "cloud") as cloud:
-        report = run(RunSettings(devices=3, users=2, steps=steps, seed=seed, rates=FAULTY),
-                     cloud, folder / "devices")  # fmt: skip
+        report = run(RunSettings(devices=3, users=2, steps=steps, seed=seed, rates=FAULTY,
+                                 embedder=embedder), cloud, folder / "devices")  # fmt: skip
     assert report.ok
     return report.outcome()
+
+
+# The golden run (tests/golden/simulator/random_run_seed11.json): every rate not named
+# here is 0, so actions added later leave its choices as they were.
+GOLDEN = Path(__file__).resolve().parents[1] / "golden" / "simulator" / "random_run_seed11.json"
+GOLDEN_RATES = {
+    "remember": 0.25, "offline": 0.08, "crash": 0.08, "forget": 0.08, "correct": 0.06,
+    "concurrent": 0.06, "stale": 0.05, "partition": 0.05,
+}  # fmt: skip
+
+
+def test_a_seeded_run_plays_as_before_issue_19(tmp_path: Path) -> None:
+    """Kills through the fork server, the stub embedder, devices reread only when their
+    database changed: the run plays exactly the log and counts the code before issue 19
+    played for this seed, and counts its device sessions."""
+    rates = Rates(**{**dict.fromkeys(Rates().as_dict(), 0.0), **GOLDEN_RATES})
+    settings = RunSettings(devices=4, users=2, steps=70, seed=11, rates=rates,
+                           network_faults=0.1, clock_skew_hours=2)  # fmt: skip
+    assert settings.embedder == "stub"  # the random run's default
+    with RunningCloud.sqlite(tmp_path / "cloud") as cloud:
+        report = run(settings, cloud, tmp_path / "devices")
+    assert report.ok, [f"{c.name}: {c.detail}" for c in report.checks if not c.passed]
+    golden = json.loads(GOLDEN.read_text())
+    counts = dict(report.counts)
+    sessions = counts.pop(SESSIONS)
+    assert report.log == golden["log"]
+    assert counts == golden["counts"]
+    assert counts["killed at push_answered"] + counts["killed at pull_answered"] >= 4
+    assert sessions == 33  # seed-decided, like every count
+    figures = report.figures()
+    assert figures["device_sessions"] == 33 and figures["sessions_per_minute"] > 0
+    assert "sessions_per_minute" in run_report.render_text(report)
+
+
+def test_the_embedder_changes_nothing_a_run_decides(tmp_path: Path) -> None:
+    assert _outcome(3, 12, tmp_path / "model", embedder="model") == _outcome(
+        3, 12, tmp_path / "stub"
+    )
 
 
 def test_the_same_seed_gives_the_same_log_and_counts(tmp_path: Path) -> None:
