@@ -51,7 +51,7 @@ def test_runs_in_workers_add_up_and_each_is_the_single_run_of_its_seed(tmp_path:
     assert report.sessions == sum(r.counts[SESSIONS] for r in report.results) > 0
     assert report.figures()["device_sessions"] == report.sessions
     assert report.figures()["sessions_per_minute"] > 0
-    assert all(len(r.checks) == 9 and r.report is None for r in report.results)
+    assert all(len(r.checks) == 10 and r.report is None for r in report.results)
     assert sorted(p.name for p in (tmp_path / "runs").iterdir()) == [
         "seed-40", "seed-41", "seed-42",
     ]  # fmt: skip

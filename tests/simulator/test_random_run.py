@@ -167,9 +167,9 @@ def test_a_seeded_run_plays_as_before_issue_19(tmp_path: Path) -> None:
     assert report.log == golden["log"]
     assert counts == golden["counts"]
     assert counts["killed at push_answered"] + counts["killed at pull_answered"] >= 4
-    assert sessions == 33  # seed-decided, like every count
+    assert sessions == 31  # seed-decided, like every count
     figures = report.figures()
-    assert figures["device_sessions"] == 33 and figures["sessions_per_minute"] > 0
+    assert figures["device_sessions"] == 31 and figures["sessions_per_minute"] > 0
     assert "sessions_per_minute" in run_report.render_text(report)
 
 
