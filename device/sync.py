@@ -94,6 +94,9 @@ FORGOTTEN = LifecycleState.FORGOTTEN.value
 # record, or never held it.
 _HARMLESS_FORGET_REFUSALS = {"forgotten", "unknown_record"}
 _CREATING = {"remember", "infer"}
+# the ops that create a record (a consolidation creates the cloud's own, on a device too);
+# ``store.note_kept`` names the same kinds
+_RECORD_CREATING = _CREATING | {"consolidate"}
 _FORGOTTEN_REFUSAL = "forgotten"
 
 
@@ -235,7 +238,7 @@ class SyncSession:
             for row, receipt in zip(rows, receipts, strict=True)
             if receipt.status is ReceiptStatus.DUPLICATE
             and receipt.original_status in (None, ReceiptStatus.APPLIED, ReceiptStatus.CONFLICT)
-            and row["kind"] in _CREATING | {"consolidate"}
+            and row["kind"] in _RECORD_CREATING
             and row["record_id"]
         ]
         forgotten: set[str] = set()
@@ -351,7 +354,7 @@ class SyncSession:
                 )
         store.dequeue(self.db, row["op_id"])
         kind = row["kind"]
-        if kind in _CREATING or kind == "consolidate":
+        if kind in _RECORD_CREATING:
             store.drop_kept(self.db, row["record_id"])
             if row["record_id"] in forgotten:
                 # the cloud's own word: its status for the record is a skeleton

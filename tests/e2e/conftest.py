@@ -1,11 +1,12 @@
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 import pytest
 
+from cloud.config import CloudConfig
 from simulator.cloud_runner import RunningCloud
 from simulator.fleet import Fleet
 from tests.e2e.browser import (
@@ -97,4 +98,18 @@ def inspector(held_back: HeldBack) -> Iterator[Inspector]:
     from device.ui.server import serve_ui
 
     with serve_ui(held_back.phone.agent) as running:
+        yield running
+
+
+@pytest.fixture(params=["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
+def any_cloud(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[RunningCloud]:
+    """The real app under uvicorn on loopback, on each record store (SQLite, and a
+    PostgreSQL database of its own)."""
+    if request.param == "sqlite":
+        running = RunningCloud.sqlite(tmp_path / "cloud")
+    else:
+        new_database: Callable[[], str] = request.getfixturevalue("postgres_database")
+        config = CloudConfig(store_url=new_database(), key_store_path=tmp_path / "keys.db")
+        running = RunningCloud(config)
+    with running:
         yield running

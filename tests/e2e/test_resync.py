@@ -11,18 +11,16 @@ import shutil
 import signal
 import subprocess
 import sys
-from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
 
-from cloud.config import CloudConfig
-from device.agent import DeviceAgent
 from device.db import DB_FILENAME
 from device.faults import CRASH_ENV
 from simulator.cloud_runner import RunningCloud
 from simulator.fleet import DeviceHandle, Fleet
 from simulator.forensics import scan_device_database
+from tests.e2e.resync_helpers import cloud_view, remember, view
 
 pytestmark = pytest.mark.e2e
 
@@ -33,26 +31,6 @@ CORRECTED = "My bike is a red Bianchi."
 CORRECTION = "My bike is a green Bianchi."
 OFFLINE_NEW = "My dentist moved to Elm Street."
 OFFLINE_FIX = "My cousin number 0 lives in Bergen."
-
-
-def _remember(handle: DeviceHandle, sentence: str, conversation: str) -> str:
-    handle.agent.say(sentence, conversation)
-    return handle.agent.remember(sentence, conversation).record_id
-
-
-View = dict[str, tuple[str, int | None]]
-
-
-def _view(agent: DeviceAgent) -> View:
-    return {v.record_id: (v.lifecycle, v.version) for v in agent.list_records()}
-
-
-def _cloud_view(cloud: RunningCloud, space_id: str, ids: set[str]) -> View:
-    out = {}
-    for record_id in ids:
-        state = cloud.operator.record_status(space_id, record_id)
-        out[record_id] = (state.lifecycle_state.value, state.version)
-    return out
 
 
 def _needles(handle: DeviceHandle, records: list[str], sentences: list[str]) -> dict[str, bytes]:
@@ -84,9 +62,9 @@ def test_a_long_offline_device_resyncs_and_keeps_its_queued_ops(
     try:
         ada = fleet.add_user("ada")
         phone, laptop = fleet.add_device(ada, "phone"), fleet.add_device(ada, "laptop")
-        kept = [_remember(phone, s, f"k{i}") for i, s in enumerate(KEPT)]
-        gone = [_remember(phone, s, f"f{i}") for i, s in enumerate(FORGOTTEN)]
-        bike = _remember(phone, CORRECTED, "b")
+        kept = [remember(phone, s, f"k{i}") for i, s in enumerate(KEPT)]
+        gone = [remember(phone, s, f"f{i}") for i, s in enumerate(FORGOTTEN)]
+        bike = remember(phone, CORRECTED, "b")
         phone.agent.sync()
         laptop.agent.sync()
         needles = _needles(laptop, gone, FORGOTTEN)
@@ -127,10 +105,10 @@ def test_a_long_offline_device_resyncs_and_keeps_its_queued_ops(
         assert _pending(cloud, ada.space_id) == []
         # the laptop equals the cloud's view, and the phone agrees once it syncs
         phone.agent.sync()
-        known = set(_view(laptop.agent)) | set(_view(phone.agent))
-        assert _view(laptop.agent) == _cloud_view(cloud, ada.space_id, known)
-        assert _view(phone.agent) == _view(laptop.agent)
-        assert _view(laptop.agent)[bike] == ("active", 2)
+        known = set(view(laptop.agent)) | set(view(phone.agent))
+        assert view(laptop.agent) == cloud_view(cloud, ada.space_id, known)
+        assert view(phone.agent) == view(laptop.agent)
+        assert view(laptop.agent)[bike] == ("active", 2)
         texts = {v.text for v in laptop.agent.list_records() if v.text}
         assert texts == {*KEPT[1:], OFFLINE_FIX, CORRECTION, OFFLINE_NEW}
 
@@ -138,19 +116,6 @@ def test_a_long_offline_device_resyncs_and_keeps_its_queued_ops(
         assert not again.resynced and again.pushed == 0
     finally:
         fleet.close()
-
-
-@pytest.fixture(params=["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
-def any_cloud(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[RunningCloud]:
-    """The real app under uvicorn on loopback, on each record store."""
-    if request.param == "sqlite":
-        running = RunningCloud.sqlite(tmp_path / "cloud")
-    else:
-        new_database: Callable[[], str] = request.getfixturevalue("postgres_database")
-        config = CloudConfig(store_url=new_database(), key_store_path=tmp_path / "keys.db")
-        running = RunningCloud(config)
-    with running:
-        yield running
 
 
 def test_a_device_restored_from_an_old_backup_is_forced_to_resync(
@@ -161,8 +126,8 @@ def test_a_device_restored_from_an_old_backup_is_forced_to_resync(
     try:
         ada = fleet.add_user("ada")
         phone, laptop = fleet.add_device(ada, "phone"), fleet.add_device(ada, "laptop")
-        kept = _remember(phone, KEPT[0], "k")
-        secret = _remember(laptop, FORGOTTEN[0], "f")
+        kept = remember(phone, KEPT[0], "k")
+        secret = remember(laptop, FORGOTTEN[0], "f")
         laptop.agent.sync()
         phone.agent.sync()
         laptop.agent.sync()
@@ -200,7 +165,7 @@ def test_a_device_restored_from_an_old_backup_is_forced_to_resync(
         _assert_clean(laptop, needles)
         views = {v.record_id: v for v in laptop.agent.list_records()}
         assert views[secret].is_skeleton and views[kept].text == KEPT[0]
-        assert _view(laptop.agent) == _cloud_view(cloud, ada.space_id, set(_view(laptop.agent)))
+        assert view(laptop.agent) == cloud_view(cloud, ada.space_id, set(view(laptop.agent)))
         assert not laptop.agent.sync().resynced
     finally:
         fleet.close()
@@ -215,11 +180,11 @@ def _restored_backup_with_forgotten_ops(
     the needles of the first."""
     ada = fleet.add_user("ada")
     phone, laptop = fleet.add_device(ada, "phone"), fleet.add_device(ada, "laptop")
-    held = _remember(phone, KEPT[0], "k")
+    held = remember(phone, KEPT[0], "k")
     phone.agent.sync()
     laptop.agent.sync()
     laptop.go_offline()
-    secret = _remember(laptop, FORGOTTEN[0], "f")  # queued, not yet pushed
+    secret = remember(laptop, FORGOTTEN[0], "f")  # queued, not yet pushed
     needles = _needles(laptop, [secret], FORGOTTEN[:1])
     laptop.agent.close()
     backup = tmp_path / "backup"
@@ -256,7 +221,7 @@ def _ends_clean(
     views = {v.record_id: v for v in laptop.agent.list_records()}
     assert views[secret].is_skeleton and views[held].is_skeleton
     space = laptop.user.space_id
-    assert _view(laptop.agent) == _cloud_view(cloud, space, set(views))
+    assert view(laptop.agent) == cloud_view(cloud, space, set(views))
     assert _pending(cloud, space) == []
 
 
@@ -326,8 +291,8 @@ def test_killed_in_the_middle_of_a_resync_then_converges(
     try:
         ada = fleet.add_user("ada")
         phone, laptop = fleet.add_device(ada, "phone"), fleet.add_device(ada, "laptop")
-        kept = _remember(phone, KEPT[0], "k")
-        gone = _remember(phone, FORGOTTEN[0], "f")
+        kept = remember(phone, KEPT[0], "k")
+        gone = remember(phone, FORGOTTEN[0], "f")
         phone.agent.sync()
         laptop.agent.sync()
         needles = _needles(laptop, [gone], FORGOTTEN[:1])
@@ -353,9 +318,9 @@ def test_killed_in_the_middle_of_a_resync_then_converges(
         _assert_clean(laptop, needles)
         assert cloud.operator.record_status(ada.space_id, queued_new).version == 1
         phone.agent.sync()
-        assert _view(laptop.agent) == _view(phone.agent)
-        known = set(_view(laptop.agent))
-        assert _view(laptop.agent) == _cloud_view(cloud, ada.space_id, known)
+        assert view(laptop.agent) == view(phone.agent)
+        known = set(view(laptop.agent))
+        assert view(laptop.agent) == cloud_view(cloud, ada.space_id, known)
         assert _pending(cloud, ada.space_id) == []
     finally:
         fleet.close()

@@ -10,54 +10,21 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import httpx
 import pytest
 
-from cloud.config import CloudConfig
-from device.agent import DeviceAgent
 from device.errors import PushDidNotSettle
 from device.sync import MAX_PULL_ROUNDS
 from simulator.cloud_runner import RunningCloud
 from simulator.fleet import DeviceHandle, Fleet
 from simulator.transport import Fault, FaultKind
+from tests.e2e.resync_helpers import cloud_view, remember, view
 
 pytestmark = pytest.mark.e2e
 
 PUSH = "/v1/push"
-
-View = dict[str, tuple[str, int | None]]
-
-
-@pytest.fixture(params=["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
-def any_cloud(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[RunningCloud]:
-    if request.param == "sqlite":
-        running = RunningCloud.sqlite(tmp_path / "cloud")
-    else:
-        new_database: Callable[[], str] = request.getfixturevalue("postgres_database")
-        config = CloudConfig(store_url=new_database(), key_store_path=tmp_path / "keys.db")
-        running = RunningCloud(config)
-    with running:
-        yield running
-
-
-def _remember(handle: DeviceHandle, sentence: str, conversation: str) -> str:
-    handle.agent.say(sentence, conversation)
-    return handle.agent.remember(sentence, conversation).record_id
-
-
-def _view(agent: DeviceAgent) -> View:
-    return {v.record_id: (v.lifecycle, v.version) for v in agent.list_records()}
-
-
-def _cloud_view(cloud: RunningCloud, space_id: str, ids: set[str]) -> View:
-    out = {}
-    for record_id in ids:
-        state = cloud.operator.record_status(space_id, record_id)
-        out[record_id] = (state.lifecycle_state.value, state.version)
-    return out
 
 
 def _phone_behind_a_compacted_feed(
@@ -67,8 +34,8 @@ def _phone_behind_a_compacted_feed(
     cursor (so its next pull is answered ``resync_required``)."""
     ada = fleet.add_user("ada")
     phone, laptop = fleet.add_device(ada, "phone"), fleet.add_device(ada, "laptop")
-    bike = _remember(laptop, "My bike is a red Bianchi.", "b")
-    gone = _remember(laptop, "My locker code is hidden in the attic.", "g")
+    bike = remember(laptop, "My bike is a red Bianchi.", "b")
+    gone = remember(laptop, "My locker code is hidden in the attic.", "g")
     laptop.agent.sync()
     phone.agent.sync()
     phone.go_offline()
@@ -92,7 +59,7 @@ def test_a_push_doubled_around_a_resync_keeps_the_devices_own_record(
     try:
         phone, laptop, gone = _phone_behind_a_compacted_feed(cloud, fleet)
         space = phone.user.space_id
-        new = _remember(phone, "My dentist moved to Elm Street.", "o1")
+        new = remember(phone, "My dentist moved to Elm Street.", "o1")
         # every push of this sync reaches the cloud twice; the phone hears the second
         # answer: 409 then (after the resync) ``duplicate`` for its own new ops
         phone.transport.inject(
@@ -111,8 +78,8 @@ def test_a_push_doubled_around_a_resync_keeps_the_devices_own_record(
         assert phone.agent.pending_ops() == 0
         phone.agent.sync()
         laptop.agent.sync()
-        known = set(_view(phone.agent)) | set(_view(laptop.agent))
-        assert _view(phone.agent) == _cloud_view(cloud, space, known) == _view(laptop.agent)
+        known = set(view(phone.agent)) | set(view(laptop.agent))
+        assert view(phone.agent) == cloud_view(cloud, space, known) == view(laptop.agent)
         assert any(r.record_id == new for r in phone.agent.recall("dentist"))
     finally:
         fleet.close()
@@ -137,7 +104,7 @@ def _two_devices_with_records(fleet: Fleet, n: int) -> tuple[DeviceHandle, Devic
     ada = fleet.add_user("ada")
     phone, laptop = fleet.add_device(ada, "phone"), fleet.add_device(ada, "laptop")
     records = [
-        _remember(laptop, f"My cousin number {i} lives in Tromso.", f"c{i}") for i in range(n)
+        remember(laptop, f"My cousin number {i} lives in Tromso.", f"c{i}") for i in range(n)
     ]
     laptop.agent.sync()
     phone.agent.sync()
@@ -152,7 +119,7 @@ def test_forgets_landing_between_pull_and_push_are_pulled_until_the_push_goes(
     try:
         rounds = MAX_PULL_ROUNDS - 1
         phone, laptop, records = _two_devices_with_records(fleet, rounds)
-        new = _remember(phone, "My dentist moved to Elm Street.", "o1")
+        new = remember(phone, "My dentist moved to Elm Street.", "o1")
         phone.transport.plan = _ForgetBeforePushes(laptop, records, times=rounds)
         synced = phone.agent.sync()  # each push is answered 409 after a fresh forget
         assert synced.pull_required and not synced.refused
@@ -174,7 +141,7 @@ def test_the_pull_rounds_bound_is_named_when_hit_and_nothing_is_lost(
     fleet = Fleet(cloud, tmp_path / "devices")
     try:
         phone, laptop, records = _two_devices_with_records(fleet, MAX_PULL_ROUNDS + 2)
-        new = _remember(phone, "My dentist moved to Elm Street.", "o1")
+        new = remember(phone, "My dentist moved to Elm Street.", "o1")
         queued = phone.agent.pending_ops()
         phone.transport.plan = _ForgetBeforePushes(laptop, records, times=MAX_PULL_ROUNDS + 1)
         with pytest.raises(PushDidNotSettle, match=f"MAX_PULL_ROUNDS={MAX_PULL_ROUNDS}"):
