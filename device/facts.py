@@ -55,7 +55,11 @@ def record_facts(db: Database, record_id: str) -> RecordFacts | None:
     if lifecycle is LifecycleState.FORGOTTEN:
         return RecordFacts(record_id, lifecycle, 0, None)
     return RecordFacts(
-        record_id, lifecycle, int(row["current_version"] or 0), current_content(db, row)
+        record_id,
+        lifecycle,
+        int(row["current_version"] or 0),
+        current_content(db, row),
+        highest_version=store.highest_version(db, record_id),
     )
 
 

@@ -14,6 +14,9 @@ Invariants:
 - Moving is append, then retire: the words are sealed anew under the new number (a
   fresh data key) before the old row is retired through ``device.shred``, so no step
   can lose them, and no row is ever updated in place.
+- A moved-aside version may sit above the record's current one (the pulled version is
+  current), so a new local version is numbered above every version held
+  (``RecordFacts.highest_version``), never at current + 1.
 - Everything runs inside the caller's transaction.
 """
 
@@ -60,8 +63,7 @@ def confirmed_version(db: Database, record_id: str) -> int | None:
 def move_aside(db: Database, record_id: str, version: int, random_bytes: RandomBytes) -> int:
     """Free ``version`` for the cloud's copy: file the provisional one after every
     version held; return its new number."""
-    top = db.one("SELECT max(version) FROM record_versions WHERE record_id = ?", (record_id,))
-    new = int(top[0]) + 1
+    new = store.highest_version(db, record_id) + 1
     row = store.version_row(db, record_id, version)
     _refile(db, record_id, version, new, row["supersedes"], random_bytes)
     return new

@@ -403,6 +403,12 @@ def version_row(db: Database, record_id: str, version: int) -> Any:
     )
 
 
+def highest_version(db: Database, record_id: str) -> int:
+    """The highest version number held for ``record_id`` (0: none), provisional or not."""
+    row = db.one("SELECT max(version) FROM record_versions WHERE record_id = ?", (record_id,))
+    return 0 if row is None or row[0] is None else int(row[0])
+
+
 def versions_of(db: Database, record_id: str) -> list[Any]:
     return db.all(
         "SELECT * FROM record_versions WHERE record_id = ? ORDER BY version", (record_id,)

@@ -84,12 +84,22 @@ class RecordFacts:
     """What the store knows about one record: its state and its current content.
 
     ``content`` is None when the record is forgotten (its keys are gone).
+    ``highest_version`` is the highest version number the store holds for the record
+    when that is above ``version``: a device may hold its own not-yet-numbered
+    ("provisional") version above the current one after a pulled version took its
+    number. A new version is numbered above both, so it never takes a held number.
     """
 
     record_id: str
     lifecycle: LifecycleState
     version: int
     content: RecordContent | None = None
+    highest_version: int = 0
+
+    @property
+    def next_version(self) -> int:
+        """The number a new version of this record takes."""
+        return max(self.version, self.highest_version) + 1
 
 
 @dataclass(frozen=True, slots=True)
@@ -851,7 +861,7 @@ def _consolidate(op: Consolidate, facts: Facts) -> Decision:
             if existing.lifecycle is not LifecycleState.ACTIVE
             else _background_lifecycle(content, facts)
         )
-        new = existing.version + 1
+        new = existing.next_version
         refresh = AddVersion(op.record_id, new, existing.version, content, lifecycle)
         return Accept(
             (refresh, resolve), EffectKind.REFRESHED, op.record_id, (existing.version, new)
@@ -1023,7 +1033,7 @@ def _next_version(
     record: RecordFacts, content: RecordContent, lifecycle: LifecycleState, kind: EffectKind
 ) -> Accept:
     """A new version of ``record`` (the old one stays in the chain)."""
-    new = record.version + 1
+    new = record.next_version
     effect = AddVersion(record.record_id, new, record.version, content, lifecycle)
     return Accept((effect,), kind, record.record_id, (record.version, new))
 

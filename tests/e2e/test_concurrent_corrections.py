@@ -118,6 +118,41 @@ def test_the_other_devices_version_pulled_first_takes_the_number(fleet: Fleet) -
     assert _history(laptop, record) == cloud == _history(phone, record)
 
 
+def test_a_correction_after_its_own_version_moved_aside_takes_a_free_number(
+    fleet: Fleet,
+) -> None:
+    """The laptop's queued v2 moved to v3 when it pulled the phone's v2 (current: v2).
+    Correcting again numbers the new words above every version held (v4), not
+    current + 1, which the moved-aside words hold (found by the simulator, seed 147:
+    ``UNIQUE constraint failed: record_versions.record_id, record_versions.version``)."""
+    phone, laptop, record = _start(fleet)
+    _correct(phone, record, ON_PHONE, "c1")
+    laptops = _correct(laptop, record, ON_LAPTOP, "c2")
+    phone.go_online()
+    phone.agent.sync()
+    laptop.go_online()
+    session = SyncSession(
+        laptop.agent._debug_db(), laptop.agent._cloud(), laptop.agent._now, laptop.agent._random
+    )
+    session.pull()
+    assert _history(laptop, record) == [(1, FIRST), (2, ON_PHONE), (3, ON_LAPTOP)]
+    laptop.go_offline()
+    again = _correct(laptop, record, AGAIN_ON_LAPTOP, "c3")
+    history = _history(laptop, record)
+    assert history == [(1, FIRST), (2, ON_PHONE), (3, ON_LAPTOP), (4, AGAIN_ON_LAPTOP)]
+    assert _current(laptop, record) == AGAIN_ON_LAPTOP
+    laptop.go_online()
+    report = laptop.agent.sync()
+    assert not report.refused, report.refused
+    assert laptops in [op for op, _ in report.conflicts]  # it never saw the phone's v2
+    assert laptop.agent.receipt(again) is not None
+    phone.agent.sync()
+    cloud = _cloud_history(fleet, phone.user.space_id, record)
+    assert cloud == [(1, FIRST), (2, ON_PHONE), (3, ON_LAPTOP), (4, AGAIN_ON_LAPTOP)]
+    assert _history(laptop, record) == cloud == _history(phone, record)
+    assert _current(laptop, record) == _current(phone, record) == AGAIN_ON_LAPTOP
+
+
 def test_two_corrections_on_one_device_against_one_on_another(fleet: Fleet) -> None:
     phone, laptop, record = _start(fleet)
     _correct(phone, record, ON_PHONE, "c1")

@@ -483,3 +483,33 @@ def test_a_correction_without_base_version_has_the_same_json_as_before() -> None
     assert "base_version" not in op.model_dump(mode="json")
     with_base = op.model_copy(update={"base_version": 3})
     assert with_base.model_dump(mode="json")["base_version"] == 3
+
+
+@given(held_above=st.integers(min_value=0, max_value=6))
+def test_a_new_version_is_numbered_above_every_version_held(held_above: int) -> None:
+    """A device may hold its own moved-aside version above the current one; a
+    correction then takes the next free number and still supersedes the current."""
+    from dataclasses import replace
+
+    from protocol.ledger import facts_for
+    from protocol.rules import Accept, AddVersion, decide
+
+    s = Script()
+    s.say("ep_0000000001", "I drink my coffee iced.")
+    s.remember("rec_0000000001", "I drink my coffee iced.", "ep_0000000001")
+    s.say("ep_0000000002", "I drink my coffee hot.")
+    op = Correct(
+        **s.base(),
+        record_id="rec_0000000001",
+        text="I drink my coffee hot.",
+        conversation_id="c1",
+        source_episode_ids=["ep_0000000002"],
+    )
+    facts = facts_for(s.ledger, op)
+    assert facts.record is not None and facts.record.version == 1
+    record = replace(facts.record, highest_version=1 + held_above)
+    decision = decide(op, replace(facts, record=record))
+    assert isinstance(decision, Accept)
+    (added,) = [e for e in decision.effects if isinstance(e, AddVersion)]
+    assert added.version == 2 + held_above and added.supersedes == 1
+    assert decision.versions == (1, 2 + held_above)

@@ -10,6 +10,11 @@ HTTP, real SQLCipher devices). Each FAILED before the fix and passes after it:
   each of a syncing device's first two pushes. Before the fix the second push's
   ``409 pull_required`` (after the sync had already pulled) ended the sync:
   "every sync that reached the cloud completed without an error" FAILED.
+- ``BUG_3`` (seed 147, 2 users, transport faults on 5 % of requests, none of the new
+  actions): a device whose queued correction moved aside to v3 when it pulled another
+  device's v2 corrects the record again in a stale edit. Before the fix the new version
+  was numbered current + 1 (v3) and the run raised ``IntegrityError: UNIQUE constraint
+  failed: record_versions.record_id, record_versions.version``.
 
 The settings differ only in the rates; the same seed gives the same action log.
 """
@@ -37,6 +42,15 @@ BUG_2 = RunSettings(
     devices=3, users=1, steps=80, seed=1, rates=Rates(forget_mid_sync=0.06, doubled=0.0, crash=0.01)
 )
 
+BUG_3 = RunSettings(
+    devices=4,
+    users=2,
+    steps=100,
+    seed=147,
+    network_faults=0.05,
+    rates=Rates(compact=0.0, twin=0.0, doubled=0.0, forget_mid_sync=0.0),
+)
+
 
 def _failures(settings: RunSettings, folder: Path) -> tuple[list[str], dict[str, int], list[str]]:
     with RunningCloud.sqlite(folder / "cloud") as cloud:
@@ -58,3 +72,9 @@ def test_forgets_between_pull_and_push_never_end_a_sync_in_an_error(tmp_path: Pa
     assert failed == []
     assert log[12].startswith("  13 forget_mid_sync") and "(completed)" in log[12]
     assert counts["pushes that pulled again first"] >= 1
+
+
+def test_a_stale_edit_after_a_version_moved_aside_takes_a_free_number(tmp_path: Path) -> None:
+    failed, counts, _log = _failures(BUG_3, tmp_path)
+    assert failed == []
+    assert counts["stale edits"] >= 1
