@@ -55,7 +55,7 @@ from device import (
 )
 from device import subset as device_subset
 from device.client import LIVE_PULL_SINCE, CloudClient
-from device.db import DB_FILENAME, Database
+from device.db import DB_FILENAME, KDF_SUFFIX, Database
 from device.detector import default_detector
 from device.errors import (
     AccountEnded,
@@ -245,15 +245,19 @@ class DeviceAgent:
         clock: Clock | None = None,
         random_bytes: RandomBytes | None = None,
         protocol_versions: VersionRange | None = None,
+        kdf_iterations: int | None = None,
     ) -> DeviceAgent:
-        """Create a new encrypted device database and key pair in ``directory``."""
+        """Create a new encrypted device database and key pair in ``directory``.
+
+        ``kdf_iterations``: how many PBKDF2 iterations stretch the passphrase (None:
+        SQLCipher's default, 256,000). Lower it only for simulations."""
         directory = Path(directory)
         versions = _checked_versions(protocol_versions)
         if not device_name or len(device_name) > 64:
             raise InvalidOperation(
                 f"device name {device_name!r} must be 1 to 64 characters; nothing was created"
             )
-        db = Database.create(directory / DB_FILENAME, passphrase)
+        db = Database.create(directory / DB_FILENAME, passphrase, kdf_iterations=kdf_iterations)
         agent = cls(
             db,
             directory,
@@ -276,7 +280,7 @@ class DeviceAgent:
                 )
         except BaseException:
             db.close()
-            for suffix in ("", "-wal", "-shm"):
+            for suffix in ("", "-wal", "-shm", KDF_SUFFIX):
                 (directory / (DB_FILENAME + suffix)).unlink(missing_ok=True)
             raise
         return agent

@@ -12,6 +12,11 @@ Invariants:
 - One connection, used from any thread one at a time: a re-entrant lock is held for
   each statement and for the whole of an outermost transaction, so a live-sync thread
   and the user's calls never interleave inside one transaction.
+- The passphrase is stretched by SQLCipher's PBKDF2-HMAC-SHA512 with its default
+  iteration count, unless the database was created with another count: then the count
+  (not a secret) is kept beside it in ``<db>.kdf`` and every open uses it, so a
+  database only ever opens with the count it was made with. Only simulations lower it
+  (``docs/simulator-scale.md``); a device the user makes never has the file.
 - WAL mode with ``secure_delete`` on; the WAL is auto-checkpointed every
   ``WAL_AUTOCHECKPOINT`` pages (fewer checkpoint fsyncs on the write path); a forget
   still truncates it at once (``Database.checkpoint``).
@@ -40,6 +45,11 @@ CACHE_KIB = 32 * 1024
 # ~40 MB of 4 KiB frames: the default (1000) fsyncs a checkpoint every dozen or so writes
 WAL_AUTOCHECKPOINT = 10_000
 
+# SQLCipher 4's PBKDF2-HMAC-SHA512 iterations for a passphrase (what PRAGMA key uses)
+DEFAULT_KDF_ITERATIONS = 256_000
+KDF_SUFFIX = ".kdf"
+MAX_KDF_ITERATIONS = 10_000_000
+
 DatabaseError = sqlcipher3.DatabaseError
 IntegrityError = sqlcipher3.IntegrityError
 
@@ -53,14 +63,39 @@ def key_pragma(passphrase: str) -> str:
     return "PRAGMA key = '" + passphrase.replace("'", "''") + "'"
 
 
+def kdf_file(path: Path) -> Path:
+    return Path(f"{path}{KDF_SUFFIX}")
+
+
+def _checked_iterations(count: int, where: str) -> int:
+    if not 1 <= count <= MAX_KDF_ITERATIONS:
+        raise ValueError(
+            f"{where}: {count} PBKDF2 iterations is out of range (1 to {MAX_KDF_ITERATIONS})"
+        )
+    return count
+
+
+def kdf_iterations(path: Path) -> int:
+    """The PBKDF2 iterations the database at ``path`` was made with."""
+    marker = kdf_file(path)
+    if not marker.is_file():
+        return DEFAULT_KDF_ITERATIONS
+    text = marker.read_text(encoding="ascii", errors="replace").strip()
+    if not text.isdigit():
+        raise ValueError(f"{marker}: expected a number of PBKDF2 iterations, found {text[:40]!r}")
+    return _checked_iterations(int(text), str(marker))
+
+
 def _connect(path: Path, mode: str) -> Any:
     uri = f"file:{quote(str(path))}?mode={mode}"
     return sqlcipher3.connect(uri, uri=True, isolation_level=None, check_same_thread=False)
 
 
-def _configure(conn: Any, passphrase: str, path: Path) -> None:
+def _configure(conn: Any, passphrase: str, path: Path, iterations: int) -> None:
     conn.row_factory = sqlcipher3.Row
     conn.execute(key_pragma(passphrase))
+    if iterations != DEFAULT_KDF_ITERATIONS:
+        conn.execute(f"PRAGMA kdf_iter = {int(iterations)}")
     conn.execute("PRAGMA cipher_log_level = NONE")
     try:
         # The first read: SQLCipher checks the key (HMAC of page 1) here.
@@ -90,13 +125,23 @@ class Database:
         self._lock = threading.RLock()
 
     @classmethod
-    def create(cls, path: Path, passphrase: str) -> Database:
+    def create(cls, path: Path, passphrase: str, *, kdf_iterations: int | None = None) -> Database:
+        """A new database; ``kdf_iterations`` other than the default is for simulations
+        only (it is kept in ``<path>.kdf``, which every open then needs)."""
         key_pragma(passphrase)  # refuse an empty passphrase before touching the disk
+        iterations = _checked_iterations(
+            DEFAULT_KDF_ITERATIONS if kdf_iterations is None else kdf_iterations, str(path)
+        )
         if path.exists():
             raise DeviceAlreadyExists(path)
         path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+        marker = kdf_file(path)
+        if iterations != DEFAULT_KDF_ITERATIONS:
+            marker.write_text(f"{iterations}\n", encoding="ascii")
+        else:
+            marker.unlink(missing_ok=True)  # a stale marker would make this one unopenable
         conn = _connect(path, "rwc")
-        _configure(conn, passphrase, path)
+        _configure(conn, passphrase, path, iterations)
         return cls(conn, path)
 
     @classmethod
@@ -104,8 +149,9 @@ class Database:
         key_pragma(passphrase)
         if not path.is_file():
             raise DeviceNotInitialised(path)
+        iterations = kdf_iterations(path)
         conn = _connect(path, "rw")
-        _configure(conn, passphrase, path)
+        _configure(conn, passphrase, path, iterations)
         return cls(conn, path)
 
     @property

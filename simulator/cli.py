@@ -68,6 +68,7 @@ RANDOM_RUN_ARGS = (
     "runs",
     "jobs",
     "embedder",
+    "kdf_iterations",
 )
 
 
@@ -156,6 +157,13 @@ def build_parser() -> argparse.ArgumentParser:
         choices=EMBEDDERS,
         help="what devices embed with: 'stub' (hashed words, the default: a random run "
         "never recalls) or 'model' (the real sentence model)",
+    )
+    run.add_argument(
+        "--kdf-iterations",
+        type=int,
+        metavar="N",
+        help="PBKDF2 iterations of each device database's passphrase (default 64: a run "
+        "never guesses passphrases; 256000 is what a user's device uses)",
     )
     simulate.set_defaults(func=_simulate)
 

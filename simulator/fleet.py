@@ -180,9 +180,11 @@ class Fleet:
         clock: Clock | None = None,
         rng: random.Random | None = None,
         embedder: search.TextEmbedder | None = None,
+        kdf_iterations: int | None = None,
     ) -> None:
         self.cloud = cloud
         self.embedder = embedder
+        self.kdf_iterations = kdf_iterations  # None: SQLCipher's default, as a user's device
         self.root = root
         self.clock: Clock = clock or system_clock
         self.rng = rng
@@ -236,6 +238,7 @@ class Fleet:
             transport=transport,
             clock=clock,
             random_bytes=random_bytes,
+            kdf_iterations=self.kdf_iterations,
         )
         agent.enroll(code, account_passphrase=account_passphrase)
         transport.plan = plan  # enrolled on a clean network; the faults start now

@@ -11,17 +11,22 @@ from __future__ import annotations
 
 import hashlib
 import hmac
+from bisect import bisect_right
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
+from itertools import accumulate
 from pathlib import Path
 
 from cryptography.hazmat.primitives.ciphers import Cipher, algorithms, modes
 
-# SQLCipher 4 defaults (what `PRAGMA key = '<passphrase>'` uses).
+from device.db import kdf_iterations
+
+# SQLCipher 4 defaults (what `PRAGMA key = '<passphrase>'` uses); the PBKDF2 iterations
+# are the database's own (``device.db.kdf_iterations``: the default unless a simulation
+# made it with fewer).
 PAGE_SIZE = 4096
 RESERVE = 80  # 16-byte IV + 64-byte HMAC-SHA512 at the end of every page
 SALT_BYTES = 16
-KDF_ITERATIONS = 256_000
 HMAC_SALT_MASK = 0x3A
 WAL_HEADER = 32
 WAL_FRAME_HEADER = 24
@@ -75,8 +80,8 @@ class _Keys:
     hmac_key: bytes
 
 
-def _derive(passphrase: str, salt: bytes) -> _Keys:
-    key = hashlib.pbkdf2_hmac("sha512", passphrase.encode(), salt, KDF_ITERATIONS, 32)
+def _derive(passphrase: str, salt: bytes, iterations: int) -> _Keys:
+    key = hashlib.pbkdf2_hmac("sha512", passphrase.encode(), salt, iterations, 32)
     hmac_salt = bytes(b ^ HMAC_SALT_MASK for b in salt)
     return _Keys(key, hashlib.pbkdf2_hmac("sha512", key, hmac_salt, 2, 32))
 
@@ -120,7 +125,7 @@ def decrypted_pages(db_path: Path, passphrase: str) -> Iterator[tuple[str, bytes
     salt = _salt(main, wal)
     if salt is None:
         return
-    keys = _derive(passphrase, salt)
+    keys = _derive(passphrase, salt, kdf_iterations(db_path))
     for index in range(len(main) // PAGE_SIZE):
         page = main[index * PAGE_SIZE : (index + 1) * PAGE_SIZE]
         yield f"{db_path.name} page {index + 1}", _decrypt(keys, index + 1, page)
@@ -141,13 +146,44 @@ def scan_device_database(
     too: plaintext must not be there at all.
     """
     result = scan_files(_sidecars(db_path), needles)
+    wheres: list[str] = []
+    pages: list[bytes] = []
     for where, page in decrypted_pages(db_path, passphrase):
         result.pages += 1
         if page is None:
             result.unreadable_pages += 1
             continue
-        result.hits.extend(_find(f"decrypted {where}", page, needles))
+        wheres.append(f"decrypted {where}")
+        pages.append(page)
+    result.hits.extend(_find_in_pages(wheres, pages, needles))
     return result
+
+
+def _find_in_pages(
+    wheres: list[str], pages: list[bytes], needles: Mapping[str, bytes]
+) -> list[Hit]:
+    """``_find`` on each page, in one pass per needle over the pages joined: an
+    occurrence counts only when it lies inside one page (one that spans two is passed
+    over), and each is named by its page, once per page and needle, in page order."""
+    joined = b"".join(pages)
+    starts = list(accumulate((len(p) for p in pages), initial=0))  # page i: starts[i]..[i+1]
+    found: set[tuple[int, str]] = set()
+    for label, needle in needles.items():
+        if not needle:
+            continue
+        at = joined.find(needle)
+        while at != -1:
+            index = bisect_right(starts, at) - 1
+            if at + len(needle) <= starts[index + 1]:
+                found.add((index, label))
+                at = joined.find(needle, starts[index + 1])  # one hit per page is enough
+            else:
+                at = joined.find(needle, at + 1)
+    order = {label: i for i, label in enumerate(needles)}
+    return [
+        Hit(wheres[index], label)
+        for index, label in sorted(found, key=lambda f: (f[0], order[f[1]]))
+    ]
 
 
 def _sidecars(db_path: Path) -> list[Path]:
@@ -173,14 +209,15 @@ def scan_sqlite_database(db_path: Path, needles: Mapping[str, bytes]) -> ScanRes
 def scan_values(label: str, values: Iterable[object], needles: Mapping[str, bytes]) -> ScanResult:
     """Scan values read out of a database (for stores with no file to read, e.g. PostgreSQL)."""
     result = ScanResult(files=[label])
+    datas: list[bytes] = []
     for value in values:
         if isinstance(value, str):
-            data = value.encode()
+            datas.append(value.encode())
         elif isinstance(value, bytes | bytearray | memoryview):
-            data = bytes(value)
+            datas.append(bytes(value))
         else:
-            data = str(value).encode()
-        result.hits.extend(_find(label, data, needles))
+            datas.append(str(value).encode())
+    result.hits.extend(_find_in_pages([label] * len(datas), datas, needles))
     return result
 
 

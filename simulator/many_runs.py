@@ -332,7 +332,8 @@ def render_text(report: ManyReport) -> str:
     lines = [
         f"memsync simulate: {report.runs} run(s) of {s['devices']} device(s), {s['users']} "
         f"user(s), {s['steps']} step(s); seeds {first}..{last}; {report.jobs} worker(s); "
-        f"store {report.store}; embedder {s.get('embedder', 'model')}",
+        f"store {report.store}; embedder {s.get('embedder', 'model')}; device KDF "
+        f"{s.get('kdf_iterations', 256_000)} iteration(s)",
         "rates: " + ", ".join(f"{k} {v:g}" for k, v in s["rates"].items()),
         "",
         "-- runs",

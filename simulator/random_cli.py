@@ -43,6 +43,9 @@ def settings_from(args: argparse.Namespace) -> RunSettings:
         ),
         clock_skew_hours=defaults.clock_skew_hours if args.clock_skew is None else args.clock_skew,
         embedder=defaults.embedder if args.embedder is None else args.embedder,
+        kdf_iterations=(
+            defaults.kdf_iterations if args.kdf_iterations is None else args.kdf_iterations
+        ),
     )
 
 
@@ -129,6 +132,8 @@ def rerun_command(args: argparse.Namespace, settings: RunSettings) -> str:
         parts.append(f"--store {describe_store(args.store)}")
     if settings.embedder != RunSettings().embedder:
         parts.append(f"--embedder {settings.embedder}")
+    if settings.kdf_iterations != RunSettings().kdf_iterations:
+        parts.append(f"--kdf-iterations {settings.kdf_iterations}")
     return " ".join(parts)
 
 

@@ -19,6 +19,10 @@ of its own (a kill, or any action's sync process). Offline tries are not session
 The run counts them (``counts["device sessions"]``; ``sessions_per_minute`` in the
 figures). Devices embed with the stub embedder unless ``embedder="model"``: nothing a
 run does depends on vectors (it never recalls), so the log and counts are the same.
+Device databases stretch their passphrase with ``kdf_iterations`` PBKDF2 iterations
+(default 64; SQLCipher's own default is 256,000): a run never guesses passphrases, and
+every other part of the encryption, the forensic scan's page-by-page decryption
+included, is unchanged.
 Kills go through a fork server for the run (started on the first kill), unless one is
 installed already (a worker of many runs installs one for all its runs).
 """
@@ -34,6 +38,7 @@ from pathlib import Path
 from typing import Any
 
 from cloud.service import decode_cursor
+from device.db import MAX_KDF_ITERATIONS
 from simulator import forkserver, processes
 from simulator.actions import Rates, RunContext, action_set, choose
 from simulator.cloud_processes import CloudProcesses
@@ -52,6 +57,9 @@ from simulator.stub_embedder import EMBEDDERS, STUB
 from simulator.trace import RunTrace
 from simulator.transport import RandomFaults
 
+# a run's device databases: cheap to open, every other part of SQLCipher as a user's
+SIMULATION_KDF_ITERATIONS = 64
+
 Progress = Callable[[int, int], None]  # (steps done, steps in all)
 MAX_QUIET_ROUNDS = 8
 MAX_SKEW_HOURS = 72.0
@@ -67,6 +75,9 @@ class RunSettings:
     network_faults: float = 0.0  # per-request probability of a transport fault per device
     clock_skew_hours: float = 0.0  # each device's clock is off by up to this, either way
     embedder: str = "stub"  # what devices embed with: the stub, or the real "model"
+    # PBKDF2 iterations of each device database's passphrase (device.db.DEFAULT_KDF_ITERATIONS
+    # is what a user's device uses)
+    kdf_iterations: int = SIMULATION_KDF_ITERATIONS
 
     def validate(self) -> None:
         if self.users < 1:
@@ -84,6 +95,10 @@ class RunSettings:
         if not 0.0 <= self.clock_skew_hours <= MAX_SKEW_HOURS:
             raise InvalidRunSettings(
                 f"clock skew {self.clock_skew_hours} h: must be 0 to {MAX_SKEW_HOURS} hours"
+            )
+        if not 1 <= self.kdf_iterations <= MAX_KDF_ITERATIONS:
+            raise InvalidRunSettings(
+                f"device KDF iterations {self.kdf_iterations}: must be 1 to {MAX_KDF_ITERATIONS}"
             )
         if self.embedder not in EMBEDDERS:
             raise InvalidRunSettings(
@@ -109,6 +124,7 @@ class RunSettings:
             "network_faults": self.network_faults,
             "clock_skew_hours": self.clock_skew_hours,
             "embedder": self.embedder,
+            "kdf_iterations": self.kdf_iterations,
         }
 
 
@@ -182,7 +198,7 @@ def _play(
 ) -> RunReport:
     started = clock()
     embedder = STUB if settings.embedder == "stub" else None
-    fleet = SealedFleet(cloud, root, embedder=embedder)
+    fleet = SealedFleet(cloud, root, embedder=embedder, kdf_iterations=settings.kdf_iterations)
     report = RunReport(settings=settings.as_dict(), store=describe_store(cloud.config.store_url))
     try:
         handles = _build_fleet(fleet, settings)

@@ -27,6 +27,7 @@ from typing import Protocol
 
 import httpx
 
+from device.client import tls_context
 from simulator.errors import FaultSpecError
 
 
@@ -216,7 +217,7 @@ class FaultInjectingTransport(httpx.BaseTransport):
     def __init__(
         self, inner: httpx.BaseTransport | None = None, *, plan: FaultPlan | None = None
     ) -> None:
-        self.inner = inner or httpx.HTTPTransport()
+        self.inner = inner or httpx.HTTPTransport(verify=tls_context())
         self.online = True
         self.requests = 0
         self.plan = plan

@@ -80,6 +80,36 @@ def test_wrong_passphrase_is_refused_and_file_unchanged(make_agent: MakeAgent) -
     again.close()
 
 
+def test_a_database_opens_only_with_the_pbkdf2_count_it_was_made_with(tmp_path: Path) -> None:
+    """A device the user makes has SQLCipher's default stretching and no ``.kdf`` file;
+    one a simulation makes with fewer iterations keeps the count beside it, every open
+    uses it, and without it the passphrase is wrong (nothing read or changed)."""
+    from device.db import DEFAULT_KDF_ITERATIONS, kdf_file, kdf_iterations
+
+    user = DeviceAgent.create(tmp_path / "user", PASSPHRASE, device_name="phone")
+    user.close()
+    assert not kdf_file(tmp_path / "user" / "device.db").exists()
+    assert kdf_iterations(tmp_path / "user" / "device.db") == DEFAULT_KDF_ITERATIONS
+    fast = DeviceAgent.create(tmp_path / "sim", PASSPHRASE, device_name="sim", kdf_iterations=64)
+    fast.close()
+    path = tmp_path / "sim" / "device.db"
+    assert kdf_file(path).read_text().strip() == "64"
+    again = DeviceAgent.open(tmp_path / "sim", PASSPHRASE)
+    assert again.device_name == "sim"
+    again.close()
+    kdf_file(path).unlink()
+    before = _digest(path)
+    with pytest.raises(WrongPassphrase):
+        DeviceAgent.open(tmp_path / "sim", PASSPHRASE)
+    assert _digest(path) == before
+    kdf_file(path).write_text("many\n")
+    with pytest.raises(ValueError, match="expected a number of PBKDF2 iterations, found 'many'"):
+        DeviceAgent.open(tmp_path / "sim", PASSPHRASE)
+    with pytest.raises(ValueError, match="0 PBKDF2 iterations is out of range"):
+        Database.create(tmp_path / "zero" / "device.db", PASSPHRASE, kdf_iterations=0)
+    assert not (tmp_path / "zero" / "device.db").exists()
+
+
 def test_passphrase_with_quotes_is_escaped(tmp_path: Path) -> None:
     assert key_pragma("it's") == "PRAGMA key = 'it''s'"
     agent = DeviceAgent.create(tmp_path / "d", "it's", device_name="x")

@@ -5,8 +5,10 @@ from __future__ import annotations
 from pathlib import Path
 
 import sqlcipher3
+from hypothesis import given
+from hypothesis import strategies as st
 
-from simulator.forensics import scan_device_database
+from simulator.forensics import _find, _find_in_pages, scan_device_database
 
 MARKER = b"forensic-marker-I grew up in Duluth."
 
@@ -65,3 +67,40 @@ def test_wrong_passphrase_reads_nothing_and_says_so(tmp_path: Path) -> None:
     assert result.pages > 0
     assert result.unreadable_pages == result.pages
     assert result.clean
+
+
+@given(
+    # a small alphabet, so needles often occur, and often across a page boundary
+    pages=st.lists(st.lists(st.sampled_from([0, 1, 255]), max_size=12).map(bytes), max_size=6),
+    needles=st.dictionaries(
+        st.sampled_from("abcdef"),
+        st.lists(st.sampled_from([0, 1, 255]), max_size=3).map(bytes),
+        max_size=4,
+    ),
+)
+def test_one_pass_per_needle_finds_exactly_what_a_page_by_page_search_finds(
+    pages: list[bytes], needles: dict[str, bytes]
+) -> None:
+    wheres = [f"page {i}" for i in range(len(pages))]
+    one_by_one = [h for w, p in zip(wheres, pages, strict=True) for h in _find(w, p, needles)]
+    assert _find_in_pages(wheres, pages, needles) == one_by_one
+
+
+def test_a_database_made_with_fewer_iterations_is_read_with_them(tmp_path: Path) -> None:
+    """A simulation's device database keeps its PBKDF2 count beside it
+    (``device.db.kdf``); the scanner derives the key with that count, so its pages
+    decrypt, and a wrong count would leave every page unreadable."""
+    from device.db import Database, kdf_file
+
+    path = tmp_path / "device.db"
+    db = Database.create(path, "pw", kdf_iterations=64)
+    with db.atomic() as conn:
+        conn.execute("CREATE TABLE t (x BLOB)")
+        conn.execute("INSERT INTO t VALUES (?)", (MARKER,))
+    db.close()
+    assert kdf_file(path).read_text().strip() == "64"
+    found = scan_device_database(path, "pw", {"marker": MARKER})
+    assert found.pages >= 1 and found.unreadable_pages == 0 and found.hits
+    kdf_file(path).write_text("65\n")
+    misread = scan_device_database(path, "pw", {"marker": MARKER})
+    assert misread.unreadable_pages == misread.pages >= 1 and not misread.hits

@@ -146,3 +146,27 @@ def test_the_cli_plays_runs_in_workers_and_prints_them_as_json(tmp_path: Path) -
     saved = json.loads((tmp_path / "report" / "runs.json").read_text())
     assert saved["figures"]["device_sessions"] == sessions
     assert "RESULT: PASS" in (tmp_path / "report" / "runs.txt").read_text()
+
+
+def test_the_device_kdf_count_is_a_setting_the_rerun_command_keeps(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``--kdf-iterations`` reaches the run's settings, a failing seed's re-run command
+    repeats it (the same seed must open its devices the same way), and a count out of
+    range is refused before anything runs."""
+    seen: list[int] = []
+
+    def player(job: RunJob) -> RunResult:
+        seen.append(job.settings.kdf_iterations)
+        return fake_player(job)
+
+    monkeypatch.setattr(many_runs, "play", player)
+    args = ["--devices", "2", "--users", "1", "--steps", "4", "--seed", "7", "--runs", "2"]
+    code = cli.main(["simulate", *args, "--kdf-iterations", "256000", "--dir", str(tmp_path)])
+    shown = capsys.readouterr().out
+    assert code == 1 and seen == [256_000, 256_000]
+    assert "--seed 8 --kdf-iterations 256000" in shown
+    assert "device KDF 256000 iteration(s)" in shown
+    assert RunSettings().kdf_iterations == 64
+    with pytest.raises(InvalidRunSettings, match="device KDF iterations 0: must be 1 to"):
+        RunSettings(kdf_iterations=0).validate()
