@@ -55,9 +55,19 @@ def jobs() -> int:
     return max(2, os.cpu_count() or 1)
 
 
-def _summary(report: many_runs.ManyReport) -> dict[str, Any]:
+def _cpu_seconds() -> float:
+    """CPU seconds (user + system) of this process and of every child it has waited
+    for, the workers and their kills' processes included once they ended."""
+    t = os.times()
+    return t.user + t.system + t.children_user + t.children_system
+
+
+def _summary(report: many_runs.ManyReport, cpu_seconds: float) -> dict[str, Any]:
+    sessions = report.figures()["device_sessions"]
     return {
         **report.figures(),
+        "cpu_seconds": round(cpu_seconds, 1),
+        "cpu_ms_per_session": round(1000 * cpu_seconds / sessions, 1) if sessions else None,
         "ok": report.ok,
         "failing_seeds": report.failing_seeds,
         "checks": {
@@ -73,25 +83,29 @@ def measure(smoke: bool) -> dict[str, Any]:
     run's files are in a temporary folder of its own, removed when it ends."""
     workload = SMOKE if smoke else FULL
     settings = bench_settings(workload.steps)
+    before = _cpu_seconds()
     scaled = many_runs.play_many(
         settings, many_runs.MAX_RUNS, jobs(), until_sessions=workload.sessions,
         rerun=_rerun(settings),
     )  # fmt: skip
+    scaled_cpu = _cpu_seconds() - before
+    before = _cpu_seconds()
     with forkserver.disabled():
         baseline = many_runs.play_many(
             replace(settings, embedder="model", kdf_iterations=DEFAULT_KDF_ITERATIONS),
             workload.baseline_runs,
             1,
         )
+    baseline_cpu = _cpu_seconds() - before
     fast, slow = scaled.figures()["sessions_per_minute"], baseline.figures()["sessions_per_minute"]
     return {
         "settings": {**settings.as_dict(), "seed": f"{settings.seed} on"},
         "workload": {"sessions_wanted": workload.sessions, "jobs": jobs()},
-        "scaled": _summary(scaled),
+        "scaled": _summary(scaled, scaled_cpu),
         "baseline": {
             "how": "one process, runs one after another, kills by plain subprocesses, "
             "devices on the real model, SQLCipher's default PBKDF2 iterations",
-            **_summary(baseline),
+            **_summary(baseline, baseline_cpu),
         },
         "ratio_sessions_per_minute": fast / slow if fast and slow else None,
     }
@@ -119,7 +133,7 @@ def render(result: dict[str, Any]) -> Table:
         f"{result['workload']['sessions_wanted']:,} device sessions"
     )
     for col in ("mode", "workers", "runs", "device sessions", "wall s", "sessions/min",
-                "invariants"):  # fmt: skip
+                "CPU ms/session", "invariants"):  # fmt: skip
         table.add_column(col, justify="left" if col in ("mode", "invariants") else "right")
     for name, part in (("scaled", scaled), ("baseline", baseline)):
         verdict = (
@@ -134,10 +148,19 @@ def render(result: dict[str, Any]) -> Table:
             f"{part['device_sessions']:,}",
             f"{part['wall_seconds']:,.1f}",
             f"{part['sessions_per_minute'] or 0:,.1f}",
+            f"{part['cpu_ms_per_session'] or 0:,.0f}",
             verdict,
         )
     ratio = result["ratio_sessions_per_minute"]
-    table.add_row("ratio", "", "", "", "", f"{ratio:.2f}x" if ratio else "-", "")
+    cpu = (
+        baseline["cpu_ms_per_session"] / scaled["cpu_ms_per_session"]
+        if scaled["cpu_ms_per_session"] and baseline["cpu_ms_per_session"]
+        else None
+    )
+    table.add_row(
+        "ratio", "", "", "", "", f"{ratio:.2f}x" if ratio else "-",
+        f"{cpu:.2f}x less" if cpu else "-", "",
+    )  # fmt: skip
     return table
 
 
