@@ -113,9 +113,17 @@ def _json(
     )
 
 
+# an error message is a sentence or two; one that names values cuts each of them
+# (``protocol.errors.shown``), and this bounds whatever still grew, so no answer
+# echoes a large input back
+MAX_ERROR_MESSAGE = 1_000
+
+
 def _error(
     status: int, code: ErrorCode, message: str, version: int, supported: VersionRange
 ) -> Response:
+    if len(message) > MAX_ERROR_MESSAGE:
+        message = f"{message[:MAX_ERROR_MESSAGE]}… (message of {len(message)} characters cut)"
     body = ErrorBody(code=code, message=message, supported_versions=supported)
     return _json(body, version, status)
 

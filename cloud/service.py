@@ -116,7 +116,7 @@ from cloud.subset_feed import Page, SubsetFeed
 from cloud.validation import describe
 from cloud.vault import Vault
 from protocol import strongauth
-from protocol.errors import FieldNotInVersion
+from protocol.errors import FieldNotInVersion, shown
 from protocol.export.package import PackageHeader
 from protocol.export.stream import PREFIX_BYTES, StreamSealer
 from protocol.ids import is_id, make_id
@@ -688,7 +688,7 @@ class CloudService:
         """The space's feed floor, once the cursor is known good (else raise)."""
         if after > s.last_seq(space_id):
             raise MalformedCursorError(
-                f"cursor {cursor!r} points past the end of this space's changes; "
+                f"cursor {shown(cursor)} points past the end of this space's changes; "
                 "it was not issued by this server"
             )
         floor = s.feed_floor(space_id)

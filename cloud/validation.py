@@ -5,7 +5,9 @@ Invariants:
   outside 64 bits, lone surrogates, nesting deeper than ``MAX_JSON_DEPTH`` or NUL
   characters outside ops; it raises ``BadJson`` naming the path and reason, before any
   model sees the body, so no store ever receives such a value.
-- ``describe`` turns a pydantic error into ``field 'a.b': reason`` lines.
+- ``describe`` turns a pydantic error into ``field 'a.b': reason`` lines, each field
+  path and reason cut to ``protocol.errors.SHOWN_CHARS`` characters (a key of a
+  megabyte is named by its first characters and its length, never echoed whole).
 """
 
 from __future__ import annotations
@@ -15,6 +17,8 @@ import math
 from typing import Any
 
 from pydantic import ValidationError
+
+from protocol.errors import SHOWN_CHARS
 
 _KINDS = {
     "add_episode",
@@ -45,11 +49,18 @@ def describe(exc: ValidationError, *, limit: int = 3) -> str:
         if kind in {"union_tag_not_found", "union_tag_invalid"}:
             loc = [*loc, "kind"]
         field = ".".join(loc) if loc else "(body)"
-        parts.append(f"field '{field}': {error.get('msg', 'invalid')}")
+        parts.append(f"field {_cut(field)}: {_cut(str(error.get('msg', 'invalid')), quote=False)}")
     more = len(exc.errors()) - limit
     if more > 0:
         parts.append(f"and {more} more problem(s)")
     return "; ".join(parts)
+
+
+def _cut(text: str, *, quote: bool = True) -> str:
+    if len(text) <= SHOWN_CHARS:
+        return f"'{text}'" if quote else text
+    cut = f"{text[:SHOWN_CHARS]}… ({len(text)} characters)"
+    return f"'{cut}" if quote else cut
 
 
 # --- the body as bytes: what JSON the cloud accepts at all ----------------------------

@@ -1,10 +1,23 @@
 """Errors raised by the pure protocol core.
 
 Local errors are mistakes this side made (it built a bad message); remote errors are
-what the other side sent. Every message names the offending value and the reason.
+what the other side sent. Every message names the offending value and the reason, and
+a value is shown by ``shown``: its repr cut to ``SHOWN_CHARS`` characters, with its
+length, so an error never echoes a large input back.
 """
 
 from __future__ import annotations
+
+SHOWN_CHARS = 80
+
+
+def shown(value: object, limit: int = SHOWN_CHARS) -> str:
+    """``repr(value)``, cut to ``limit`` characters with its full length named when
+    longer: ``'vvvv…' (1000002 characters)``."""
+    text = repr(value)
+    if len(text) <= limit:
+        return text
+    return f"{text[:limit]}… ({len(text)} characters)"
 
 
 class ProtocolError(Exception):
@@ -19,7 +32,7 @@ class UnsupportedProtocolVersion(ProtocolError):
         self.low = low
         self.high = high
         super().__init__(
-            f"protocol version {version!r} is not supported; "
+            f"protocol version {shown(version)} is not supported; "
             f"this side accepts versions {low} to {high}"
         )
 
@@ -33,7 +46,7 @@ class FieldNotInVersion(ProtocolError):
         self.since = since
         self.version = version
         super().__init__(
-            f"{message} field {field!r} needs protocol version {since}; "
+            f"{message} field {shown(field)} needs protocol version {since}; "
             f"this message speaks version {version}"
         )
 

@@ -254,6 +254,43 @@ def test_version_seven_message_names_the_version(client: TestClient) -> None:
     assert message == f"protocol version 7 is not supported; {expected}"
 
 
+def test_an_error_never_echoes_a_large_input(client: TestClient) -> None:
+    """A megabyte of protocol version, of key name or of field value is named by its
+    first characters and its length; every answer stays small (issue 22, item 3)."""
+    me = _enroll(client, "alice")
+    huge = "v" * 60_000  # under the 64 KiB body limit of every route but push
+    answers = [
+        (client.post("/v1/push", headers=me["headers"], json={"protocol_version": huge}),
+         "unsupported_protocol_version"),
+        (client.post("/v1/enroll", json={"protocol_version": huge}),
+         "unsupported_protocol_version"),
+        (client.post("/v1/pull", headers=me["headers"], json={"protocol_version": 1, huge: 1}),
+         "malformed_request"),
+        (client.post("/v1/enroll", json={"protocol_version": 1, "code": "c" * 20,
+                                         "device_name": huge, "public_key": "AAAA"}),
+         "malformed_request"),
+    ]  # fmt: skip
+    for answer, code in answers:
+        assert len(answer.content) < 2_000, answer.content[:200]
+        message = _error(answer, 400, code)
+        assert "v" * 200 not in message, message[:200]
+        if code == "unsupported_protocol_version" or "field 'vvvv" in message:
+            assert "(60002 characters)" in message or "(60000 characters)" in message
+    first = _error(answers[0][0], 400, "unsupported_protocol_version")
+    assert first.startswith("protocol version 'vvvv")
+    assert "(60002 characters)" in _error(answers[1][0], 400, "unsupported_protocol_version")
+    assert "(60000 characters)" in _error(answers[2][0], 400, "malformed_request")
+
+
+def test_shown_cuts_a_value_and_names_its_length() -> None:
+    from protocol.errors import SHOWN_CHARS, shown
+
+    assert shown(7) == "7" and shown("abc") == "'abc'"
+    long = shown("x" * 500)
+    assert long.startswith("'" + "x" * (SHOWN_CHARS - 1)) and long.endswith("(502 characters)")
+    assert len(long) < SHOWN_CHARS + 30
+
+
 def test_malformed_bodies(client: TestClient) -> None:
     me = _enroll(client, "alice")
     h = me["headers"]
