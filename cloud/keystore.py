@@ -37,6 +37,7 @@ from pathlib import Path
 from typing import Protocol
 
 from cloud.errors import KeyStoreError
+from cloud.files import private_file, private_folder
 from protocol.errors import SealError
 from protocol.ids import make_id
 from protocol.sealing import KEY_BYTES, NONCE_BYTES, binding, open_sealed, seal
@@ -115,7 +116,7 @@ def load_master_key(
         return key
     path = key_store_path.parent / MASTER_KEY_FILE
     if not path.exists():
-        path.parent.mkdir(parents=True, exist_ok=True)
+        private_folder(path.parent)
         key = random_bytes(KEY_BYTES)
         tmp = path.with_name(f".{MASTER_KEY_FILE}.{os.getpid()}.tmp")
         fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
@@ -173,9 +174,8 @@ class SqliteKeyStore:
         self._lock = threading.Lock()
         self._space_keys: dict[str, bytes] = {}
         self._search_keys: dict[str, bytes] = {}
-        path.parent.mkdir(parents=True, exist_ok=True)
+        private_file(path)  # wrapped keys only, but nobody else needs to read them
         self._db = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
-        os.chmod(path, 0o600)  # wrapped keys only, but nobody else needs to read them
         self._db.execute("PRAGMA secure_delete=ON")
         self._db.execute("PRAGMA journal_mode=WAL")
         self._db.execute("PRAGMA synchronous=FULL")

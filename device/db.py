@@ -17,6 +17,8 @@ Invariants:
   (not a secret) is kept beside it in ``<db>.kdf`` and every open uses it, so a
   database only ever opens with the count it was made with. Only simulations lower it
   (``docs/simulator-scale.md``); a device the user makes never has the file.
+- The database's folder is 0700 and the database (so its -wal and -shm) and its
+  ``.kdf`` file are created 0600, whatever the umask.
 - WAL mode with ``secure_delete`` on; the WAL is auto-checkpointed every
   ``WAL_AUTOCHECKPOINT`` pages (fewer checkpoint fsyncs on the write path); a forget
   still truncates it at once (``Database.checkpoint``).
@@ -24,6 +26,7 @@ Invariants:
 
 from __future__ import annotations
 
+import os
 import threading
 from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
@@ -86,6 +89,23 @@ def kdf_iterations(path: Path) -> int:
     return _checked_iterations(int(text), str(marker))
 
 
+def _private_folder(folder: Path) -> None:
+    folder.mkdir(parents=True, exist_ok=True, mode=0o700)
+    if folder.stat().st_mode & 0o077:
+        os.chmod(folder, 0o700)
+
+
+def _private_file(path: Path) -> Path:
+    """``path`` created empty (or kept), readable and writable by its owner only."""
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT, 0o600)
+    try:
+        if os.fstat(fd).st_mode & 0o077:
+            os.fchmod(fd, 0o600)
+    finally:
+        os.close(fd)
+    return path
+
+
 def _connect(path: Path, mode: str) -> Any:
     uri = f"file:{quote(str(path))}?mode={mode}"
     return sqlcipher3.connect(uri, uri=True, isolation_level=None, check_same_thread=False)
@@ -134,14 +154,20 @@ class Database:
         )
         if path.exists():
             raise DeviceAlreadyExists(path)
-        path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+        _private_folder(path.parent)
         marker = kdf_file(path)
         if iterations != DEFAULT_KDF_ITERATIONS:
-            marker.write_text(f"{iterations}\n", encoding="ascii")
+            _private_file(marker).write_text(f"{iterations}\n", encoding="ascii")
         else:
             marker.unlink(missing_ok=True)  # a stale marker would make this one unopenable
-        conn = _connect(path, "rwc")
-        _configure(conn, passphrase, path, iterations)
+        _private_file(path)  # SQLite gives its -wal and -shm files this file's mode
+        try:
+            conn = _connect(path, "rwc")
+            _configure(conn, passphrase, path, iterations)
+        except BaseException:
+            for leftover in (path, marker):
+                leftover.unlink(missing_ok=True)  # nothing half-made stays behind
+            raise
         return cls(conn, path)
 
     @classmethod

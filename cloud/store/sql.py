@@ -39,6 +39,7 @@ from sqlalchemy.engine import make_url
 from sqlalchemy.exc import ArgumentError
 
 from cloud.errors import StoreError
+from cloud.files import private_file
 from cloud.store import schema as t
 from cloud.store import statements as q
 from cloud.store.base import (
@@ -83,7 +84,7 @@ def make_engine(url: str) -> Engine:
                 f"store URL {url!r}: the SQLite store needs a file path "
                 "(sqlite:///<absolute path>), not an in-memory database"
             )
-        Path(database).parent.mkdir(parents=True, exist_ok=True)
+        private_file(Path(database))  # 0600 in a 0700 folder, before SQLite creates it
         engine = create_engine(
             parsed.set(drivername="sqlite+pysqlite"),
             connect_args={"timeout": 30, "check_same_thread": False, "isolation_level": None},

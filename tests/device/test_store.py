@@ -110,6 +110,42 @@ def test_a_database_opens_only_with_the_pbkdf2_count_it_was_made_with(tmp_path: 
     assert not (tmp_path / "zero" / "device.db").exists()
 
 
+@pytest.mark.parametrize("folder_exists", [False, True])
+def test_device_files_are_0600_in_a_0700_folder(tmp_path: Path, folder_exists: bool) -> None:
+    """The database, its WAL and shared-memory file (and a ``.kdf`` file) are the
+    owner's only, under a permissive umask (issue 22, item 8)."""
+    import os
+    import stat
+
+    directory = tmp_path / "device"
+    if folder_exists:
+        directory.mkdir(mode=0o755)
+    before = os.umask(0o022)
+    try:
+        agent = DeviceAgent.create(directory, PASSPHRASE, device_name="phone", kdf_iterations=64)
+        agent.say(SENTENCE, "c1")
+        files = sorted(directory.iterdir())
+        assert {"device.db", "device.db-wal", "device.db-shm", "device.db.kdf"} <= {
+            p.name for p in files
+        }
+        for path in files:
+            mode = stat.S_IMODE(path.stat().st_mode)
+            assert mode == 0o600, f"{path.name} is {oct(mode)}"
+        assert stat.S_IMODE(directory.stat().st_mode) == 0o700
+        agent.close()
+    finally:
+        os.umask(before)
+
+
+def test_a_database_that_could_not_be_made_leaves_nothing_behind(tmp_path: Path) -> None:
+    path = tmp_path / "d" / "device.db"
+    (tmp_path / "d").mkdir()
+    path.with_name("device.db-wal").mkdir()  # SQLite cannot make its WAL here
+    with pytest.raises(Exception):  # noqa: B017 - whatever SQLCipher raises
+        Database.create(path, PASSPHRASE, kdf_iterations=64)
+    assert not path.exists() and not path.with_name("device.db.kdf").exists()
+
+
 def test_passphrase_with_quotes_is_escaped(tmp_path: Path) -> None:
     assert key_pragma("it's") == "PRAGMA key = 'it''s'"
     agent = DeviceAgent.create(tmp_path / "d", "it's", device_name="x")

@@ -1,0 +1,35 @@
+"""Where the cloud keeps files: only its own user can read them.
+
+Invariants:
+- A store's folder is made 0700 and each store file (the record store, the key store,
+  the master key) is created 0600 before any database engine opens it, whatever the
+  umask; SQLite gives its -wal, -shm and -journal files the mode of their database.
+- Nothing here widens a mode: an existing file keeps a stricter one.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+FOLDER_MODE = 0o700
+FILE_MODE = 0o600
+
+
+def private_folder(folder: Path) -> None:
+    """``folder`` (and any missing parent) exists; ``folder`` itself is 0700."""
+    folder.mkdir(parents=True, exist_ok=True, mode=FOLDER_MODE)
+    if folder.stat().st_mode & 0o077:
+        os.chmod(folder, FOLDER_MODE)
+
+
+def private_file(path: Path) -> None:
+    """``path`` exists, in a private folder, and only its owner can read or write it
+    (an empty file is what SQLite takes as a new database)."""
+    private_folder(path.parent)
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT, FILE_MODE)
+    try:
+        if os.fstat(fd).st_mode & 0o077:
+            os.fchmod(fd, FILE_MODE)
+    finally:
+        os.close(fd)
