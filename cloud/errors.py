@@ -183,6 +183,23 @@ class StoreError(CloudError):
     """The record store is in a state this code does not understand (a bug or a bad file)."""
 
 
+class StoreTooNew(StoreError):
+    """The record store was migrated by a newer memsync than this one: this process
+    neither opens it nor serves from it (HTTP 503), and changes nothing in it."""
+
+    status = 503
+    code = ErrorCode.STORE_TOO_NEW
+
+    def __init__(self, store: str, found: int, known: int) -> None:
+        self.found = found
+        self.known = known
+        super().__init__(
+            f"the record store {store} is at schema version {found}, migrated by a newer "
+            f"memsync; this one knows versions up to {known}, so it refuses to open or serve "
+            "it and changed nothing (run the newer memsync)"
+        )
+
+
 class KeyStoreError(CloudError):
     """The key store could not do what was asked (bad master key, missing space key)."""
 

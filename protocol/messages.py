@@ -91,6 +91,7 @@ class ErrorCode(StrEnum):
     EXPORT_ID_USED = "export_id_used"  # 409: an export id starts one export only
     EXPORT_UNAVAILABLE = "export_unavailable"  # 503: a store it needs cannot be read
     PIN_REFUSED = "pin_refused"  # 409 (protocol 3): forgotten record, or too many pins
+    STORE_TOO_NEW = "store_too_new"  # 503: a newer memsync migrated the store; this one stops
 
 
 class ErrorBody(Envelope):

@@ -5,6 +5,10 @@ transaction together with its row in ``schema_migrations``, so a crash leaves ei
 all of it or none of it. Applied migrations are never edited: a schema change is a new
 migration at the end of ``MIGRATIONS``. Concurrent starters serialise on a lock
 (``BEGIN IMMEDIATE`` on SQLite, an advisory transaction lock on PostgreSQL).
+A store already at a version newer than the last of ``MIGRATIONS`` (a newer memsync
+migrated it) is refused before anything is applied (``StoreTooNew``); ``newest_applied``
+lets a running process find that out for itself (``SqlStore`` checks it in every
+transaction), so an old process on a shared PostgreSQL database stops serving.
 """
 
 from __future__ import annotations
@@ -15,6 +19,7 @@ from datetime import datetime
 
 from sqlalchemy import Connection, Engine, insert, select, text
 
+from cloud.errors import StoreTooNew
 from cloud.store.schema import schema_migrations
 
 _TYPES = {
@@ -585,8 +590,27 @@ _CREATE_MIGRATIONS = {
 _PG_MIGRATION_LOCK = 0x6D656D73  # "mems"
 
 
-def migrate(engine: Engine, clock: Callable[[], datetime]) -> list[int]:
-    """Apply every migration not yet applied; return the versions applied now."""
+KNOWN_VERSION = MIGRATIONS[-1].version
+NEWEST_APPLIED = "SELECT max(version) FROM schema_migrations"
+
+
+def newest_applied(conn: Connection) -> int:
+    """The highest migration applied to the store (0: none; the table exists)."""
+    found = conn.exec_driver_sql(NEWEST_APPLIED).scalar()
+    return int(found or 0)
+
+
+def migrate(engine: Engine, clock: Callable[[], datetime], store: str = "") -> list[int]:
+    """Apply every migration not yet applied; return the versions applied now.
+    A store newer than this code raises ``StoreTooNew`` (naming ``store`` and both
+    versions) before anything is applied."""
+    with engine.begin() as conn:
+        if conn.dialect.name == "postgresql":
+            conn.execute(text("SELECT pg_advisory_xact_lock(:k)"), {"k": _PG_MIGRATION_LOCK})
+        conn.exec_driver_sql(_CREATE_MIGRATIONS[conn.dialect.name])
+        found = newest_applied(conn)
+    if found > KNOWN_VERSION:
+        raise StoreTooNew(store or "at this URL", found, KNOWN_VERSION)
     applied_now: list[int] = []
     for migration in MIGRATIONS:
         with engine.begin() as conn:

@@ -38,7 +38,7 @@ from sqlalchemy import (
 from sqlalchemy.engine import make_url
 from sqlalchemy.exc import ArgumentError
 
-from cloud.errors import StoreError
+from cloud.errors import StoreError, StoreTooNew
 from cloud.files import private_file
 from cloud.store import schema as t
 from cloud.store import statements as q
@@ -55,7 +55,12 @@ from cloud.store.base import (
     RecordRow,
     VersionRow,
 )
-from cloud.store.migrations import LEGACY_EPISTEMIC_PLACEHOLDER, migrate
+from cloud.store.migrations import (
+    KNOWN_VERSION,
+    LEGACY_EPISTEMIC_PLACEHOLDER,
+    migrate,
+    newest_applied,
+)
 from cloud.store.search import SearchQueries
 from cloud.store.sql_end import EndQueries
 from cloud.store.sql_export import ExportQueries
@@ -126,7 +131,11 @@ class SqlStore:
     def __init__(self, url: str, clock: Any) -> None:
         self.url = url
         self._engine = make_engine(url)
-        self.migrations_applied = migrate(self._engine, clock)
+        try:
+            self.migrations_applied = migrate(self._engine, clock, self.shown_url)
+        except BaseException:
+            self._engine.dispose()
+            raise
         self._snapshots = 0  # snapshots open in this process (an export streaming)
         self._snapshots_lock = threading.Lock()
 
@@ -135,12 +144,26 @@ class SqlStore:
         return self._engine.dialect.name
 
     @property
+    def shown_url(self) -> str:
+        """The store's URL without its password, for messages."""
+        return make_url(self.url).render_as_string(hide_password=True)
+
+    def _check_schema(self, conn: Connection) -> None:
+        """Refuse to go on in a store a newer memsync has migrated since this process
+        opened it (another process on the same database): one indexed read per
+        transaction, before the transaction reads or writes anything else."""
+        found = newest_applied(conn)
+        if found > KNOWN_VERSION:
+            raise StoreTooNew(self.shown_url, found, KNOWN_VERSION)
+
+    @property
     def engine(self) -> Engine:
         return self._engine
 
     @contextmanager
     def session(self, space_id: str | None = None, *, lock: bool = False) -> Iterator[SqlSession]:
         with self._engine.begin() as conn:
+            self._check_schema(conn)
             session = SqlSession(conn)
             if space_id is not None:
                 session.lock_space(space_id, exclusive=lock)
@@ -161,6 +184,7 @@ class SqlStore:
                 else:
                     conn.execution_options(**{SNAPSHOT_OPTION: True})
                 with conn.begin():
+                    self._check_schema(conn)
                     yield SqlSession(conn)
         finally:
             with self._snapshots_lock:

@@ -282,6 +282,31 @@ def test_an_error_never_echoes_a_large_input(client: TestClient) -> None:
     assert "(60000 characters)" in _error(answers[2][0], 400, "malformed_request")
 
 
+def test_a_process_whose_store_a_newer_memsync_migrated_stops_serving(
+    client: TestClient,
+) -> None:
+    """Issue 22, item 7: another process migrated the shared store past what this one
+    knows; every request that would touch the store is answered 503 ``store_too_new``
+    naming both versions, and nothing is changed."""
+    from sqlalchemy import text
+
+    from cloud.store.migrations import KNOWN_VERSION
+
+    me = _enroll(client, "alice")
+    store = _service(client).store
+    with store.engine.begin() as conn:
+        conn.execute(
+            text("INSERT INTO schema_migrations (version, name, applied_at) "
+                 "VALUES (:v, 'newer', CURRENT_TIMESTAMP)"),
+            {"v": KNOWN_VERSION + 1},
+        )  # fmt: skip
+    for path, body in (("/v1/pull", {"protocol_version": 1}),
+                       ("/v1/push", {"protocol_version": 1, "ops": []})):  # fmt: skip
+        message = _error(client.post(path, headers=me["headers"], json=body), 503, "store_too_new")
+        assert f"schema version {KNOWN_VERSION + 1}" in message
+        assert f"up to {KNOWN_VERSION}" in message
+
+
 def test_shown_cuts_a_value_and_names_its_length() -> None:
     from protocol.errors import SHOWN_CHARS, shown
 

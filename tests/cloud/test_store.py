@@ -148,3 +148,47 @@ def test_audit_blobs_reads_every_table(service: CloudService, ops: Ops) -> None:
     assert "ep_aaaaaaaa01" in blobs  # episodes and changes
     assert any(isinstance(b, bytes) and len(b) > 40 for b in blobs)  # sealed content
     assert not any(isinstance(b, str) and "1729" in b for b in blobs)
+
+
+def _migrated_by_a_newer_memsync(store: SqlStore) -> None:
+    with store.engine.begin() as conn:
+        conn.execute(
+            text("INSERT INTO schema_migrations (version, name, applied_at) VALUES (99, 'x', :at)"),
+            {"at": _clock()},
+        )
+
+
+def _fingerprint(store: SqlStore) -> list[tuple[str, int]]:
+    with store.engine.connect() as conn:
+        return [
+            (table.name, int(conn.execute(text(f"SELECT count(*) FROM {table.name}")).scalar()))
+            for table in t.metadata.sorted_tables
+        ]
+
+
+def test_a_store_migrated_by_a_newer_memsync_is_refused_at_open_and_while_serving(
+    store_url: str,
+) -> None:
+    """Issue 22, item 7: opening it raises ``StoreTooNew`` naming both versions and
+    applies nothing; a process that opened it earlier (another process on the same
+    PostgreSQL database migrated it since) refuses its next transaction."""
+    from cloud.errors import StoreTooNew
+    from cloud.store.migrations import KNOWN_VERSION
+
+    old = open_store(store_url, _clock)
+    try:
+        _migrated_by_a_newer_memsync(old)
+        before = _fingerprint(old)
+        with pytest.raises(StoreTooNew) as refused:
+            open_store(store_url, _clock)
+        message = str(refused.value)
+        assert "schema version 99" in message and f"up to {KNOWN_VERSION}" in message
+        assert "changed nothing" in message and "password" not in message
+        assert refused.value.status == 503
+        with pytest.raises(StoreTooNew, match="schema version 99"), old.session() as s:
+            s.last_seq("sp_nothing")
+        with pytest.raises(StoreTooNew), old.snapshot():
+            pass
+        assert _fingerprint(old) == before
+    finally:
+        old.close()
