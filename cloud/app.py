@@ -65,7 +65,7 @@ from cloud.errors import (
 )
 from cloud.openapi import install_openapi
 from cloud.service import CloudService, decode_cursor
-from cloud.validation import BadJson, describe, is_json_media_type, load_json
+from cloud.validation import BadJson, TooManyValues, describe, is_json_media_type, load_json
 from protocol.errors import FieldNotInVersion, MalformedCursor, UnsupportedProtocolVersion
 from protocol.export.stream import MEDIA_TYPE as EXPORT_MEDIA_TYPE
 from protocol.ids import is_id
@@ -128,7 +128,7 @@ def _error(
     return _json(body, version, status)
 
 
-async def _read_object(request: Request, max_bytes: int, supported: VersionRange) -> dict[str, Any]:
+async def _read_bytes(request: Request, max_bytes: int) -> bytes:
     media_type = request.headers.get("content-type", "application/json")
     if not is_json_media_type(media_type):
         raise UnsupportedMediaType(f"Content-Type {media_type[:80]!r} is not application/json")
@@ -147,20 +147,41 @@ async def _read_object(request: Request, max_bytes: int, supported: VersionRange
         body.extend(chunk)
         if len(body) > max_bytes:
             raise RequestTooLarge(f"request body is over the limit of {max_bytes} bytes")
+    return bytes(body)
+
+
+def _decode(
+    body: bytes,
+    state: Any,
+    supported: VersionRange,
+    model: type[_M],
+    max_ops: int | None,
+) -> _M:
+    """The body as ``model``, in a worker thread (never on the event loop): parsed,
+    its version and (for a push) its op count checked on the parsed value before the
+    walk over every value (``load_json``'s ``first``), then validated strictly."""
+
+    def first(raw: Any) -> None:
+        if not isinstance(raw, dict):
+            raise MalformedRequest(f"body must be a JSON object, got {type(raw).__name__}")
+        state.protocol_version = peek_version(raw, supported)
+        ops = raw.get("ops")
+        if max_ops is not None and isinstance(ops, list) and len(ops) > max_ops:
+            raise RequestTooLarge(f"push carries {len(ops)} ops; at most {max_ops} per request")
+
     try:
-        raw = load_json(bytes(body))
+        raw = load_json(body, first)
+    except TooManyValues as exc:
+        raise RequestTooLarge(str(exc)) from exc
     except BadJson as exc:
         raise MalformedRequest(str(exc)) from exc
-    if not isinstance(raw, dict):
-        raise MalformedRequest(f"body must be a JSON object, got {type(raw).__name__}")
-    request.state.protocol_version = peek_version(raw, supported)
-    return raw
+    return _parse(model, raw)
 
 
 def _parse(model: type[_M], raw: dict[str, Any]) -> _M:
     """Strict JSON validation for the request's version: ``"5"`` is not an integer,
     ``"true"`` not a boolean, and a field of a later version is refused by name."""
-    version = raw["protocol_version"]  # peeked and accepted by _read_object
+    version = raw["protocol_version"]  # peeked and accepted by _decode
     try:
         return parse(model, raw, version, strict=True)
     except FieldNotInVersion as exc:
@@ -281,8 +302,10 @@ def create_app(config: CloudConfig) -> FastAPI:
     def answer(request: Request, model: BaseModel, *, exclude_none: bool = False) -> Response:
         return _json(model, _answer_version(request, supported), exclude_none=exclude_none)
 
-    async def read(request: Request) -> dict[str, Any]:
-        return await _read_object(request, max_bytes, supported)
+    async def body(request: Request, model: type[_M], *, max_ops: int | None = None) -> _M:
+        """The request's body as ``model``: read here, decoded in the threadpool."""
+        raw = await _read_bytes(request, max_bytes)
+        return await run_in_threadpool(_decode, raw, request.state, supported, model, max_ops)
 
     @app.exception_handler(CloudError)
     async def _cloud_error(request: Request, exc: CloudError) -> Response:
@@ -320,25 +343,19 @@ def create_app(config: CloudConfig) -> FastAPI:
 
     @app.post("/v1/enroll")
     async def enroll(request: Request) -> Response:
-        req = _parse(EnrollRequest, await read(request))
+        req = await body(request, EnrollRequest)
         return answer(request, await call(service.enroll, req))
 
     @app.post("/v1/push")
     async def push(request: Request) -> Response:
         space_id, device_id = await who(request)
-        raw = await read(request)
-        ops = raw.get("ops")
-        if isinstance(ops, list) and len(ops) > MAX_OPS_PER_PUSH:
-            raise RequestTooLarge(
-                f"push carries {len(ops)} ops; at most {MAX_OPS_PER_PUSH} per request"
-            )
-        req = _parse(PushRequest, raw)
+        req = await body(request, PushRequest, max_ops=MAX_OPS_PER_PUSH)
         return answer(request, await call(service.push, space_id, device_id, req))
 
     @app.post("/v1/pull")
     async def pull(request: Request) -> Response:
         space_id, device_id = await who(request)
-        req = _parse(PullRequest, await read(request))
+        req = await body(request, PullRequest)
         service.live.supersede(space_id, device_id)  # a device waits in one pull at a time
         if req.wait > 0 and not await call(service.subset_news, space_id, device_id, req):
             after = decode_cursor(req.cursor)
@@ -354,7 +371,7 @@ def create_app(config: CloudConfig) -> FastAPI:
     @app.post("/v1/recall")
     async def recall(request: Request) -> Response:
         space_id, device_id = await who(request)
-        req = _parse(RecallRequest, await read(request))
+        req = await body(request, RecallRequest)
         return answer(request, await call(service.recall, space_id, device_id, req))
 
     @app.get("/v1/subset")
@@ -365,33 +382,33 @@ def create_app(config: CloudConfig) -> FastAPI:
     @app.post("/v1/subset/policy")
     async def subset_policy(request: Request) -> Response:
         space_id, device_id = await who(request)
-        req = _parse(SubsetPolicyRequest, await read(request))
+        req = await body(request, SubsetPolicyRequest)
         _since(req, SUBSET_SINCE)
         return answer(request, await call(service.set_subset_policy, space_id, device_id, req))
 
     @app.post("/v1/subset/pins")
     async def subset_pin(request: Request) -> Response:
         space_id, device_id = await who(request)
-        req = _parse(PinRequest, await read(request))
+        req = await body(request, PinRequest)
         _since(req, SUBSET_SINCE)
         return answer(request, await call(service.pin, space_id, device_id, req))
 
     @app.post("/v1/ack")
     async def ack(request: Request) -> Response:
         space_id, device_id = await who(request)
-        req = _parse(AckRequest, await read(request))
+        req = await body(request, AckRequest)
         return answer(request, await call(service.ack, space_id, device_id, req))
 
     @app.post("/v1/account-key")
     async def account_key(request: Request) -> Response:
         space_id, device_id = await who(request)
-        req = _parse(AccountKeyRequest, await read(request))
+        req = await body(request, AccountKeyRequest)
         return answer(request, await call(service.register_account_key, space_id, device_id, req))
 
     @app.post("/v1/export")
     async def export(request: Request) -> Response:
         space_id, device_id = await who(request)
-        req = _parse(ExportRequest, await read(request))
+        req = await body(request, ExportRequest)
         frames = await call(service.export, space_id, device_id, req)
         return StreamingResponse(_in_worker(frames), media_type=EXPORT_MEDIA_TYPE)
 
@@ -400,13 +417,13 @@ def create_app(config: CloudConfig) -> FastAPI:
         # the one route a revoked credential, or one of an ended space, may use: to
         # confirm the device wiped itself
         credential = _credential(request)
-        _parse(WipedRequest, await read(request))
+        await body(request, WipedRequest)
         return answer(request, await call(service.confirm_wipe, credential))
 
     @app.post("/v1/account/delete")
     async def delete_account(request: Request) -> Response:
         space_id, device_id = await who(request)
-        req = _parse(DeleteAccountRequest, await read(request))
+        req = await body(request, DeleteAccountRequest)
         _since(req, DELETE_ACCOUNT_SINCE)
         return answer(request, await call(service.delete_account, space_id, device_id, req))
 

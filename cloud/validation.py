@@ -5,6 +5,10 @@ Invariants:
   outside 64 bits, lone surrogates, nesting deeper than ``MAX_JSON_DEPTH`` or NUL
   characters outside ops; it raises ``BadJson`` naming the path and reason, before any
   model sees the body, so no store ever receives such a value.
+- Work is bounded by the body, not by what it claims: an object of more than
+  ``MAX_OBJECT_KEYS`` keys, or a body of more than ``MAX_JSON_VALUES`` values, is
+  refused as soon as the parser or the walk meets it; a caller's ``first`` check
+  (the protocol version, a push's op count) runs on the parsed value before the walk.
 - ``describe`` turns a pydantic error into ``field 'a.b': reason`` lines, each field
   path and reason cut to ``protocol.errors.SHOWN_CHARS`` characters (a key of a
   megabyte is named by its first characters and its length, never echoed whole).
@@ -14,6 +18,7 @@ from __future__ import annotations
 
 import json
 import math
+from collections.abc import Callable
 from typing import Any
 
 from pydantic import ValidationError
@@ -66,6 +71,15 @@ def _cut(text: str, *, quote: bool = True) -> str:
 # --- the body as bytes: what JSON the cloud accepts at all ----------------------------
 
 MAX_JSON_DEPTH = 32
+# no message of the protocol comes near these: a full push (500 ops) holds ~15,000
+# values and its widest object a few dozen keys
+MAX_JSON_VALUES = 100_000
+MAX_OBJECT_KEYS = 1_000
+# commas and brackets counted in the raw bytes (inside strings too), before the parser
+# runs: the parser holds the interpreter's lock while it builds a body's values, so a
+# body of a million empty lists must be refused before it is built. The largest message
+# of the protocol (a push of 500 ops with 4,000-character texts) holds under 150,000.
+MAX_SEPARATORS = 200_000
 INT64_MIN, INT64_MAX = -(2**63), 2**63 - 1
 _NOT_NUMBERS = {"NaN", "Infinity", "-Infinity"}
 
@@ -74,11 +88,17 @@ class BadJson(ValueError):
     """The body is not JSON this service accepts; the message names where and why."""
 
 
+class TooManyValues(BadJson):
+    """The body holds more values than any message of the protocol (answered 413)."""
+
+
 def _refuse_constant(name: str) -> Any:
     raise BadJson(f"{name} is not a JSON number")
 
 
 def _refuse_duplicates(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    if len(pairs) > MAX_OBJECT_KEYS:
+        raise BadJson(f"an object has {len(pairs)} keys; at most {MAX_OBJECT_KEYS}")
     out: dict[str, Any] = {}
     for key, value in pairs:
         if key in out:
@@ -96,8 +116,15 @@ def _number(literal: str) -> float | int:
     return value
 
 
-def load_json(body: bytes) -> Any:
-    """Parse a request body: UTF-8, no NaN/Infinity, no duplicate keys, then ``check_json``."""
+def load_json(body: bytes, first: Callable[[Any], None] | None = None) -> Any:
+    """Parse a request body: UTF-8, no NaN/Infinity, no duplicate keys, then ``first``
+    (a cheap check that may refuse it at once), then ``check_json``."""
+    separators = body.count(b",") + body.count(b"[") + body.count(b"{")
+    if separators > MAX_SEPARATORS:
+        raise TooManyValues(
+            f"body holds {separators} commas and brackets; at most {MAX_SEPARATORS} "
+            "(it was refused before it was parsed)"
+        )
     try:
         text = body.decode("utf-8")
     except UnicodeDecodeError as exc:
@@ -117,6 +144,8 @@ def load_json(body: bytes) -> Any:
         raise BadJson(f"body is nested more than {MAX_JSON_DEPTH} levels deep") from exc
     except ValueError as exc:
         raise BadJson(f"body is not JSON: {exc}") from exc
+    if first is not None:
+        first(value)
     check_json(value)
     return value
 
@@ -137,8 +166,12 @@ def check_json(value: Any, *, nul_free_except: tuple[str, ...] = ("ops",)) -> No
     numbers, lone surrogates anywhere, and NUL characters outside the top-level
     ``nul_free_except`` members (an op's own NUL makes that op alone refused)."""
     stack: list[tuple[str, Any, int, bool]] = [("(body)", value, 0, True)]
+    seen = 0
     while stack:
         path, node, depth, nul_checked = stack.pop()
+        seen += 1
+        if seen > MAX_JSON_VALUES:
+            raise TooManyValues(f"body holds more than {MAX_JSON_VALUES} JSON values")
         if depth > MAX_JSON_DEPTH:
             raise BadJson(f"'{path}' is nested more than {MAX_JSON_DEPTH} levels deep")
         if isinstance(node, bool) or node is None:
