@@ -39,6 +39,7 @@ Invariants:
 
 from __future__ import annotations
 
+import asyncio
 import json
 from collections.abc import AsyncIterator, Callable, Iterator
 from contextlib import asynccontextmanager
@@ -56,6 +57,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from cloud import closing
 from cloud.config import CloudConfig
 from cloud.errors import (
+    BodyTooSlow,
     CloudError,
     MalformedRequest,
     NotFound,
@@ -128,7 +130,7 @@ def _error(
     return _json(body, version, status)
 
 
-async def _read_bytes(request: Request, max_bytes: int) -> bytes:
+async def _read_bytes(request: Request, max_bytes: int, within: float) -> bytes:
     media_type = request.headers.get("content-type", "application/json")
     if not is_json_media_type(media_type):
         raise UnsupportedMediaType(f"Content-Type {media_type[:80]!r} is not application/json")
@@ -143,10 +145,17 @@ async def _read_bytes(request: Request, max_bytes: int) -> bytes:
                 f"request body of {size} bytes is over the limit of {max_bytes} bytes"
             )
     body = bytearray()
-    async for chunk in request.stream():
-        body.extend(chunk)
-        if len(body) > max_bytes:
-            raise RequestTooLarge(f"request body is over the limit of {max_bytes} bytes")
+    try:
+        async with asyncio.timeout(within):
+            async for chunk in request.stream():
+                body.extend(chunk)
+                if len(body) > max_bytes:
+                    raise RequestTooLarge(f"request body is over the limit of {max_bytes} bytes")
+    except TimeoutError:
+        raise BodyTooSlow(
+            f"the request body did not arrive within {within:g} s ({len(body)} bytes came); "
+            "nothing was changed"
+        ) from None
     return bytes(body)
 
 
@@ -304,7 +313,7 @@ def create_app(config: CloudConfig) -> FastAPI:
 
     async def body(request: Request, model: type[_M], *, max_ops: int | None = None) -> _M:
         """The request's body as ``model``: read here, decoded in the threadpool."""
-        raw = await _read_bytes(request, max_bytes)
+        raw = await _read_bytes(request, max_bytes, config.body_timeout)
         return await run_in_threadpool(_decode, raw, request.state, supported, model, max_ops)
 
     @app.exception_handler(CloudError)

@@ -18,6 +18,7 @@ import os
 import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
+from dataclasses import replace
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -25,6 +26,7 @@ from typing import Any
 from cloud.account_end import AccountEnd, EndReason
 from cloud.config import CloudConfig
 from cloud.errors import CloudError
+from cloud.server_limits import ServerLimits
 from cloud.service import CloudService
 from protocol.messages import ServiceMode, ServiceStatus
 
@@ -72,6 +74,38 @@ def register(subparsers: Any) -> argparse.ArgumentParser:
     _common(serve)
     serve.add_argument("--host", default="127.0.0.1")
     serve.add_argument("--port", type=int, default=8765)
+    limits = ServerLimits()
+    serve.add_argument(
+        "--header-timeout",
+        type=float,
+        default=limits.header_timeout,
+        metavar="S",
+        help=f"seconds a client has to send a request's head (default {limits.header_timeout:g})",
+    )
+    serve.add_argument(
+        "--body-timeout",
+        type=float,
+        default=limits.body_timeout,
+        metavar="S",
+        help="seconds a request body may take to arrive "
+        f"(default {limits.body_timeout:g}; 408 after)",
+    )
+    serve.add_argument(
+        "--keep-alive",
+        type=float,
+        default=limits.keep_alive,
+        metavar="S",
+        help=f"seconds an idle connection stays open (default {limits.keep_alive:g})",
+    )
+    serve.add_argument(
+        "--max-connections",
+        type=int,
+        default=limits.max_connections,
+        metavar="N",
+        help=f"connections and requests at once; 503 beyond (default {limits.max_connections})",
+    )
+    serve.add_argument("--backlog", type=int, default=limits.backlog, metavar="N",
+                       help=f"listen backlog (default {limits.backlog})")  # fmt: skip
     serve.set_defaults(func=cmd_serve)
 
     worker = commands.add_parser(
@@ -229,12 +263,25 @@ def cmd_serve(args: argparse.Namespace) -> int:
     import uvicorn
 
     from cloud.app import create_app
+    from cloud.server import server_config
 
     try:
-        app = create_app(config_from_args(args))
+        limits = ServerLimits(
+            header_timeout=args.header_timeout,
+            body_timeout=args.body_timeout,
+            keep_alive=args.keep_alive,
+            max_connections=args.max_connections,
+            backlog=args.backlog,
+        )
+    except ValueError as exc:
+        print(f"memsync cloud serve: {exc}", file=sys.stderr)
+        return 2
+    try:
+        app = create_app(replace(config_from_args(args), body_timeout=limits.body_timeout))
     except CloudError as exc:
         return _fail(exc)
-    uvicorn.run(app, host=args.host, port=args.port, log_level="info")
+    config = server_config(app, limits, host=args.host, port=args.port, log_level="info")
+    uvicorn.Server(config).run()
     return 0
 
 

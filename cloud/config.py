@@ -54,6 +54,7 @@ class CloudConfig:
     export_wait: float = 30.0
     sleep: Callable[[float], None] = time.sleep
     region: str = "default"
+    body_timeout: float = 30.0  # seconds a request body may take to arrive (408 after)
 
     def __post_init__(self) -> None:
         check_range(self.supported_versions)

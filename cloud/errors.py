@@ -159,6 +159,13 @@ class RequestTooLarge(CloudError):
     code = ErrorCode.REQUEST_TOO_LARGE
 
 
+class BodyTooSlow(CloudError):
+    """The request body did not arrive in time (``CloudConfig.body_timeout``)."""
+
+    status = 408
+    code = ErrorCode.MALFORMED_REQUEST
+
+
 class UnsupportedMediaType(CloudError):
     """A body declared as something other than JSON (the code stays ``malformed_request``)."""
 

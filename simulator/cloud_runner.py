@@ -20,14 +20,17 @@ import uvicorn
 
 from cloud.app import create_app
 from cloud.config import CloudConfig
+from cloud.server import server_config
+from cloud.server_limits import ServerLimits
 from cloud.service import CloudService
 
 
 class RunningCloud:
     """A cloud service serving HTTP on loopback, plus an operator handle on its stores."""
 
-    def __init__(self, config: CloudConfig) -> None:
+    def __init__(self, config: CloudConfig, *, limits: ServerLimits | None = None) -> None:
         self.config = config
+        self.limits = limits or ServerLimits()  # what ``memsync cloud serve`` applies
         self._server: uvicorn.Server | None = None
         self._thread: threading.Thread | None = None
         self._socket: socket.socket | None = None
@@ -69,7 +72,9 @@ class RunningCloud:
         sock.listen(128)
         self.port = sock.getsockname()[1]
         app = create_app(self.config)
-        config = uvicorn.Config(app, log_level="warning", lifespan="on", access_log=False)
+        config = server_config(
+            app, self.limits, log_level="warning", lifespan="on", access_log=False
+        )
         server = uvicorn.Server(config)
         thread = threading.Thread(
             target=server.run, kwargs={"sockets": [sock]}, name="memsync-cloud", daemon=True
