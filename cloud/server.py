@@ -9,6 +9,10 @@ Invariants:
 - A request head over ``max_head_bytes`` is refused by h11 (400); at most
   ``max_connections`` connections and requests at once (uvicorn answers 503 beyond);
   the listen backlog is ``backlog``.
+- What h11 cannot parse (a non-numeric or negative Content-Length, two different
+  lengths, a malformed request line) is answered 400 in the project's JSON
+  ``ErrorBody`` (``malformed_request``), not uvicorn's plain text; the connection is
+  closed after it.
 - ``memsync cloud serve`` and the testers' ``RunningCloud`` build their server here,
   so the limits tested are the limits served.
 """
@@ -23,6 +27,9 @@ import uvicorn
 from uvicorn.protocols.http.h11_impl import H11Protocol
 
 from cloud.server_limits import ServerLimits
+from protocol.messages import ErrorBody, ErrorCode
+from protocol.version import LOWEST_VERSION
+from protocol.versioned import render_json
 
 
 class HeadTimeoutProtocol(H11Protocol):
@@ -52,6 +59,28 @@ class HeadTimeoutProtocol(H11Protocol):
     def connection_lost(self, exc: Exception | None) -> None:
         self._disarm()
         super().connection_lost(exc)
+
+    def send_400_response(self, msg: str) -> None:
+        body = ErrorBody(
+            code=ErrorCode.MALFORMED_REQUEST,
+            message=f"the HTTP request could not be read ({msg.rstrip('.')}); nothing was changed",
+        )
+        data = render_json(body, LOWEST_VERSION).encode()
+        headers = [
+            (b"content-type", b"application/json"),
+            (b"content-length", str(len(data)).encode()),
+            (b"connection", b"close"),
+        ]
+        try:
+            for event in (
+                h11.Response(status_code=400, headers=headers, reason=b"Bad Request"),
+                h11.Data(data=data),
+                h11.EndOfMessage(),
+            ):
+                self.transport.write(self.conn.send(event))
+        except h11.LocalProtocolError:  # h11 cannot answer in this state: just close
+            pass
+        self.transport.close()
 
     def _arm(self) -> None:
         self._disarm()

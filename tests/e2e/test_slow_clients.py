@@ -94,3 +94,31 @@ def test_limits_out_of_range_are_refused_naming_the_setting() -> None:
         ServerLimits(header_timeout=0)
     with pytest.raises(ValueError, match="max_connections 0: must be 1 to"):
         ServerLimits(max_connections=0)
+
+
+@pytest.mark.parametrize(
+    "length",
+    [b"Content-Length: ten\r\n", b"Content-Length: -5\r\n",
+     b"Content-Length: 5\r\nContent-Length: 6\r\n"],
+)  # fmt: skip
+def test_what_http_itself_refuses_is_answered_in_the_json_error_body(
+    tmp_path: Path, length: bytes
+) -> None:
+    """Issue 22, item 9: a head h11 cannot read gets a 400 ``ErrorBody``."""
+    import json
+
+    with _cloud(tmp_path) as cloud:
+        sock = socket.create_connection(("127.0.0.1", cloud.port))
+        try:
+            sock.sendall(b"POST /v1/pull HTTP/1.1\r\nHost: 127.0.0.1\r\n" + length + b"\r\n")
+            sock.settimeout(30)
+            answer = b""
+            while chunk := sock.recv(4096):
+                answer += chunk
+            head, _, body = answer.partition(b"\r\n\r\n")
+            assert head.startswith(b"HTTP/1.1 400") and b"application/json" in head
+            error = json.loads(body)
+            assert error["code"] == "malformed_request"
+            assert error["message"].startswith("the HTTP request could not be read")
+        finally:
+            sock.close()
