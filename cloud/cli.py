@@ -413,6 +413,7 @@ def cmd_pending(args: argparse.Namespace) -> int:
         with _service(args) as service:
             space_id = service.find_space(args.user)
             response = service.pending(space_id)
+            revoked = {d.device_id for d in service.devices(space_id).devices if d.revoked_at}
     except CloudError as exc:
         return _fail(exc)
     waiting = [f for f in response.forgets if f.pending]
@@ -422,6 +423,10 @@ def cmd_pending(args: argparse.Namespace) -> int:
                 {
                     "space_id": space_id,
                     "forgets": [f.model_dump(mode="json") for f in response.forgets],
+                    # pending devices that are revoked: they may still hold copies
+                    "revoked_device_ids": sorted(
+                        {d.device_id for f in waiting for d in f.pending} & revoked
+                    ),
                 }
             )
         )
@@ -430,7 +435,12 @@ def cmd_pending(args: argparse.Namespace) -> int:
         print("nothing pending")
         return 0
     for forget in waiting:
-        devices = ", ".join(f"{d.device_name} ({d.device_id})" for d in forget.pending)
+        devices = ", ".join(
+            f"{d.device_name} ({d.device_id}"
+            + (", revoked: may still hold copies" if d.device_id in revoked else "")
+            + ")"
+            for d in forget.pending
+        )
         print(
             f"{forget.record_id}  forgotten {forget.forgotten_at.isoformat()}  pending: {devices}"
         )

@@ -62,7 +62,7 @@ from cloud.store.migrations import (
     newest_applied,
 )
 from cloud.store.search import SearchQueries
-from cloud.store.sql_end import EndQueries
+from cloud.store.sql_end import EndQueries, may_hold_copies
 from cloud.store.sql_export import ExportQueries
 from cloud.store.sql_memory import MemoryQueries, chunks
 from cloud.store.sql_subset import SubsetQueries
@@ -858,8 +858,7 @@ class SqlSession(
                     t.devices, and_(d.space_id == p.space_id, d.device_id == p.device_id)
                 )
             )
-            # a revoked device that confirmed its wipe holds nothing any more
-            .where(p.space_id == space_id, p.acked_at.is_(None), d.wiped_at.is_(None))
+            .where(p.space_id == space_id, p.acked_at.is_(None), may_hold_copies(d))
             .order_by(p.event_id, p.device_id)
         ).all()
         by_event: dict[int, list[tuple[str, str]]] = {}

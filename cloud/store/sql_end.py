@@ -13,14 +13,27 @@ Invariants:
 from __future__ import annotations
 
 from datetime import datetime
+from typing import Any
 
-from sqlalchemy import Connection, delete, insert, select, update
+from sqlalchemy import ColumnElement, Connection, and_, delete, insert, or_, select, update
 
 from cloud.store import schema as t
 from cloud.store.base import PendingDeviceRow, ServiceStateRow, SpaceEndRow
 
 _s = t.spaces.c
 _ROW = 1  # the id of service_state's one row
+
+
+def may_hold_copies(d: Any) -> ColumnElement[bool]:
+    """A device (``t.devices.c``) still counts as holding what it pulled: it never
+    confirmed a wipe, or it confirmed one only after it was revoked. A revoked
+    device's word is not evidence (whoever holds a stolen phone can send it), so only a
+    confirmation made while the device was trusted (a device of an ended space wiping
+    before any revocation) takes it off a pending list."""
+    return or_(
+        d.wiped_at.is_(None),
+        and_(d.revoked_at.is_not(None), d.wiped_at >= d.revoked_at),
+    )
 
 
 class EndQueries:
@@ -110,12 +123,12 @@ class EndQueries:
         )
 
     def pending_devices(self, space_id: str) -> list[PendingDeviceRow]:
-        """The space's devices that have not confirmed a wipe (revoked ones included: a
-        revoked device that never confirmed may still hold keys), in enrollment order."""
+        """The space's devices that may still hold copies (``may_hold_copies``: no
+        wipe confirmed, or confirmed only after a revocation), in enrollment order."""
         c = t.devices.c
         rows = self.conn.execute(
             select(c.device_id, c.name)
-            .where(c.space_id == space_id, c.wiped_at.is_(None))
+            .where(c.space_id == space_id, may_hold_copies(c))
             .order_by(c.enrolled_at, c.device_id)
         )
         return [PendingDeviceRow(r[0], r[1]) for r in rows]

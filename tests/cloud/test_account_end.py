@@ -201,19 +201,21 @@ def test_devices_confirm_their_wipe_and_leave_the_pending_list(
     phone, laptop, old = new_user(service, "alice", "phone", "laptop", "old")
     (bob,) = new_user(service, "bob", "phone")
     service.revoke_device(phone.space_id, old.device_id)
-    service.confirm_wipe(old.credential)  # revoked and wiped: holds nothing
+    # a revoked device's word is no evidence (whoever holds a stolen phone can send it):
+    # it stays listed, as a device that may still hold copies (issue 22, item 4)
+    service.confirm_wipe(old.credential)
     with pytest.raises(NotFound, match="is not revoked"):
         service.confirm_wipe(phone.credential)  # nothing to confirm while the space lives
     end = service.end_space(phone.space_id, EndReason.DELETED)
-    assert _names(end.pending) == ["laptop", "phone"]
+    assert _names(end.pending) == ["laptop", "old", "phone"]
     wiped = service.confirm_wipe(laptop.credential)
     assert wiped.device_id == laptop.device_id
     assert service.confirm_wipe(laptop.credential).wiped_at == wiped.wiped_at  # kept
     status = service.account_status(phone.space_id)
-    assert status is not None and _names(status.pending) == ["phone"]
+    assert status is not None and _names(status.pending) == ["old", "phone"]
     service.confirm_wipe(phone.credential)
     status = service.account_status(phone.space_id)
-    assert status is not None and status.pending == ()
+    assert status is not None and _names(status.pending) == ["old"]
     with pytest.raises(NotFound, match="is not revoked"):
         service.confirm_wipe(bob.credential)  # another space's live device: nothing changes
     assert service.account_status(bob.space_id) is None

@@ -731,3 +731,33 @@ def test_as_of_reads_what_memory_said_at_a_time(
     assert at(timedelta(hours=3)) == (2, LifecycleState.NOT_IN_USE)
     with pytest.raises(NotFound, match="rec_bbbbbbbb01"):
         service.as_of(phone.space_id, "rec_bbbbbbbb01", start)
+
+
+def test_a_revoked_device_cannot_clear_pending_by_its_word(service: CloudService, ops: Ops) -> None:
+    """Issue 22, item 4: a stolen phone is revoked before it could shred a forgotten
+    record. Its credential still confirms a wipe (200), but that is only its word: it
+    stays on the record's pending list, and the devices list says it is revoked (the
+    pair reads "revoked, may still hold copies"). A device that acknowledged the key
+    destruction itself leaves the list as before."""
+    phone, laptop = new_user(service, "alice", "phone", "laptop")
+    _said(service, ops, phone, "rec_aaaaaaaa01", "ep_aaaaaaaa01", DULUTH)
+    feed(service, laptop)  # the laptop now holds the record
+    applied(push(service, phone, ops.forget("rec_aaaaaaaa01")))
+
+    def pending() -> set[str]:
+        (status,) = service.pending(phone.space_id).forgets
+        return {d.device_name for d in status.pending}
+
+    assert pending() == {"phone", "laptop"}
+    service.revoke_device(laptop.space_id, laptop.device_id)
+    wiped = service.confirm_wipe(laptop.credential)  # the thief's "I wiped"
+    assert wiped.device_id == laptop.device_id
+    assert "laptop" in pending()
+    (listed,) = [d for d in service.devices(phone.space_id).devices if d.name == "laptop"]
+    assert listed.revoked_at is not None and listed.wiped_at is not None
+    from protocol.messages import AckRequest
+
+    with service.store.session(phone.space_id) as s:
+        unacked = s.unacked_events(phone.space_id, phone.device_id)
+    service.ack(phone.space_id, phone.device_id, AckRequest(event_ids=unacked))  # shredded
+    assert pending() == {"laptop"}
