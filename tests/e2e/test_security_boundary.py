@@ -110,7 +110,7 @@ def _pending_names(cloud: RunningCloud, space_id: str) -> dict[str | None, list[
     return {f.record_id: [d.device_name for d in f.pending] for f in forgets}
 
 
-def test_a_revoked_device_stays_pending_until_it_confirms_its_wipe(
+def test_a_revoked_device_stays_pending_even_after_it_confirms_its_wipe(
     cloud: RunningCloud, tmp_path: Path
 ) -> None:
     fleet = Fleet(cloud, tmp_path / "devices")
@@ -142,7 +142,11 @@ def test_a_revoked_device_stays_pending_until_it_confirms_its_wipe(
         with pytest.raises(DeviceRevoked, match="the cloud was told"):
             laptop.agent.retrieve_from_cloud("spare key")
         assert laptop.agent._debug_db().one("SELECT credential FROM meta")[0] is None
-        assert _pending_names(cloud, ada.space_id) == {record: []}
+        # its confirmation is recorded but is only its word (issue 22, item 4): it stays
+        # pending, and the devices list shows it revoked ("may still hold copies")
+        assert _pending_names(cloud, ada.space_id) == {record: ["laptop"]}
+        (listed,) = [d for d in cloud.operator.devices(ada.space_id).devices if d.name == "laptop"]
+        assert listed.revoked_at is not None and listed.wiped_at is not None
         # confirming again (a retry whose answer was lost) is harmless: same time kept
         first = cloud.operator.confirm_wipe(credential).wiped_at
         again = httpx.post(
