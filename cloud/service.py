@@ -786,8 +786,6 @@ class CloudService:
         with self.store.session(space_id) as s:
             device = self._enrolled(s, space_id, device_id)
         unindexed = self.search.unindexed(space_id) if req.personalized else 0
-        if unindexed:
-            self.indexer.schedule(space_id)  # e.g. pushed before a restart: index it now
         result = self.retrieval.recall(
             space_id,
             req.query,
@@ -826,6 +824,8 @@ class CloudService:
         )
         box = SealedBox(PublicKey(device.public_key))
         plain = render_json(answer, version).encode()
+        if unindexed:  # e.g. pushed through another process, or before a restart
+            self.indexer.schedule(space_id)  # after the answer: it does not compete with it
         return RecallResponse(sealed_answer=box.encrypt(plain))
 
     # --- the device subset -------------------------------------------------------------
