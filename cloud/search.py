@@ -97,6 +97,7 @@ class SearchIndex:
         # called whenever vectors are cached: the service starts listening for changes
         self.on_cache: Callable[[], None] = lambda: None
         self._heard = 0  # change notifications heard (a cache built meanwhile re-checks)
+        self._closing = False  # set by ``close``: a catch-up stops between chunks
 
     def embedder(self) -> Embedder:
         return self._embedder()
@@ -138,6 +139,8 @@ class SearchIndex:
                 stale = s.stale_for_search(space_id, model_id)
             indexed = 0
             for start in range(0, len(stale), CATCH_UP_CHUNK):
+                if self._closing:
+                    return total + indexed  # the service is closing: stop between chunks
                 indexed += self._index(space_id, stale[start : start + CATCH_UP_CHUNK])
             total += indexed
             if indexed == len(stale):
@@ -325,6 +328,11 @@ class SearchIndex:
         with self._lock:
             if self._cache.get(space_id) is cached:  # else a refresh replaced it meanwhile
                 self._cache[space_id] = pruned
+
+    def close(self) -> None:
+        """The service is closing: a catch-up under way stops after its current chunk
+        (what it wrote is complete rows; the rest stays stale, for the next process)."""
+        self._closing = True
 
     def evict(self, space_id: str | None = None) -> None:
         """Drop the cached vectors of one space (or of all)."""

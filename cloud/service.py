@@ -279,7 +279,8 @@ class CloudService:
         return self.key_store.path
 
     def close(self) -> None:
-        self.indexer.close()
+        self.search.close()  # a catch-up under way stops after its chunk ...
+        self.indexer.close()  # ... and the indexer's thread ends
         self.live.close()
         self.search.evict()
         self.key_store.close()

@@ -172,6 +172,28 @@ def test_two_processes_on_one_postgres_database_never_index_a_space_twice(
         b.close()
 
 
+def test_a_closing_service_stops_its_catch_up_between_chunks(
+    config: CloudConfig, ops: Ops, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr("cloud.search.CATCH_UP_CHUNK", 2)
+    service: CloudService
+
+    class ClosesMidway(Counting):
+        def embed(self, texts: Sequence[str]) -> list[np.ndarray]:
+            service.search.close()  # the service begins closing during the first chunk
+            return super().embed(texts)
+
+    embedder = ClosesMidway()
+    service = CloudService(replace(config, embedder=lambda: embedder))
+    try:
+        (phone,) = new_user(service, "ada", "phone")
+        tell_all(service, ops, phone)
+        assert service.index_pending() == 2  # the chunk under way is written whole
+        assert embedder.texts == 2 and service.search.unindexed(phone.space_id) == 3
+    finally:
+        service.close()
+
+
 # --- the indexer itself (no store) ----------------------------------------------------------
 
 
