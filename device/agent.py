@@ -1003,9 +1003,10 @@ class DeviceAgent:
         When the cloud is unreachable or slow (``Offline``, ``CloudSlow``) and
         ``fallback`` is on, this device's own recall answers instead (``retrieve``) and
         the note says so; with ``fallback`` off the error is raised."""
+        allowed = list(consents)  # read once: the fall-back asks with the same
         try:
             return self._recall_in_cloud(
-                query, limit, area, project, personalized, factual, list(consents)
+                query, limit, area, project, personalized, factual, allowed
             )
         except Offline as exc:
             if not fallback:
@@ -1017,7 +1018,7 @@ class DeviceAgent:
                 project=project,
                 personalized=personalized,
                 factual=factual,
-                consents=consents,
+                consents=allowed,
             )
             return cloud_recall.fallen_back(local, exc)
 
