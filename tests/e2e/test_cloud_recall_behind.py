@@ -20,6 +20,7 @@ import pytest
 from cloud.config import CloudConfig
 from cloud.embedder import default_embedder
 from device import cli as device_cli
+from device.agent import DeviceAgent
 from device.errors import CloudSlow, Offline
 from simulator.cloud_runner import RunningCloud
 from simulator.fleet import DeviceHandle, Fleet
@@ -85,6 +86,23 @@ def test_a_recall_while_indexing_is_behind_answers_at_once_and_says_so(
         behind = phone.agent.retrieve_from_cloud("Where is my passport?", fallback=False)
         assert behind.scope == "cloud" and behind.hits == ()
         assert f"has not indexed {len(SAID)} record(s) of your space yet" in behind.note
+        # a protocol-3 device of the same space is served the answer it always got
+        space_id = phone.agent.space_id
+        assert space_id is not None
+        old = DeviceAgent.create(
+            tmp_path / "old-laptop",
+            "passphrase of the old laptop",
+            device_name="old-laptop",
+            cloud_url=cloud.url,
+            protocol_versions=(1, 3),
+        )
+        try:
+            old.enroll(cloud.operator.new_enrollment_code(space_id))
+            told_old = old.retrieve_from_cloud("Where is my passport?", fallback=False)
+            assert old.protocol_version == 3 and told_old.scope == "cloud"
+            assert told_old.hits == () and "not indexed" not in told_old.note
+        finally:
+            old.close()
 
         gated.gate.set()
         assert cloud.service is not None and cloud.service.indexer.wait_idle(300)
