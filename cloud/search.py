@@ -125,9 +125,14 @@ class SearchIndex:
         version (with this model's vector): what a query cannot see yet."""
         model_id = self.embedder().model_id
         with self._store.session(space_id) as s:
-            if self._caught_up.get(space_id) == (model_id, s.last_seq(space_id)):
-                return 0  # nothing changed since a catch-up left nothing stale
-            return s.count_stale_for_search(space_id, model_id)
+            seq = s.last_seq(space_id)  # read first: the count sees at least this state
+            if self._caught_up.get(space_id) == (model_id, seq):
+                return 0  # nothing changed since this process last found nothing stale
+            behind = s.count_stale_for_search(space_id, model_id)
+        if behind == 0:  # indexed (perhaps by another process) as of ``seq``
+            with self._lock:
+                self._caught_up[space_id] = (model_id, seq)
+        return behind
 
     def _catch_up(self, space_id: str, model_id: str) -> int:
         total = 0
