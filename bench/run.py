@@ -27,6 +27,7 @@ from rich.console import Console
 from rich.table import Table
 
 import device.db
+from bench import cloud_recall as cloud_recall_bench
 from bench import consolidation as consolidation_bench
 from bench import detector as detector_bench
 from bench import embedding as embedding_bench
@@ -288,6 +289,7 @@ def run(
         subset = subset_bench.measure(root / "subset", smoke)
         relations = relations_bench.measure(root / "relations", smoke)
         sensitivity = sensitivity_bench.measure(smoke)
+        cloud_recall = cloud_recall_bench.measure(root / "cloud-recall", smoke)
     simulator = simulator_bench.measure(smoke)
     figures = {
         "device_pairs_per_s_sqlcipher": ours_cipher,
@@ -331,6 +333,7 @@ def run(
         subset=subset,
         relations=relations,
         sensitivity=sensitivity,
+        cloud_recall=cloud_recall,
         simulator=simulator,
     )
 
@@ -454,7 +457,16 @@ def main() -> None:
     )
     parser.add_argument(
         "--only",
-        choices=["all", "sync", "export", "subset", "relations", "sensitivity", "simulator"],
+        choices=[
+            "all",
+            "sync",
+            "export",
+            "subset",
+            "relations",
+            "sensitivity",
+            "simulator",
+            "cloud-recall",
+        ],
         default="all",
         help="'sync': only issue 6's sync benches (fleet, pull cost, key destruction, live); "
         "'export': only issue 7's export bench; 'subset': only issue 9's device subset bench; "
@@ -463,7 +475,8 @@ def main() -> None:
         "bench (both halves' figures; `python -m bench.sensitivity --tune-errors` prints the "
         "tuning half's errors); 'simulator': only issue 19's simulator bench (seeded random "
         "runs in worker processes until 10,000 device sessions, beside a one-process "
-        "baseline)",
+        "baseline); 'cloud-recall': only issue 20's first recall --cloud on a freshly "
+        "pushed space (before and after background indexing)",
     )
     args = parser.parse_args()
     # a SIGTERM unwinds like Ctrl-C, so clouds stop and bench databases are dropped
@@ -508,6 +521,14 @@ def main() -> None:
             console.print(table)
         print(f"wrote {RESULTS}")
         return
+    if args.only == "cloud-recall":
+        with tempfile.TemporaryDirectory(prefix="memsync-bench-") as tmp:
+            figures = cloud_recall_bench.measure(Path(tmp) / "cloud-recall", args.smoke)
+        result = _stamped(cloud_recall=figures, smoke=args.smoke)
+        RESULTS.write_text(json.dumps(result, indent=2) + "\n")
+        console.print(cloud_recall_bench.render(figures))
+        print(f"wrote {RESULTS}")
+        return
     if args.only == "simulator":
         result = run_simulator(args.smoke)
         result["smoke"] = args.smoke
@@ -532,6 +553,7 @@ def main() -> None:
         subset_bench.render(result["subset"]),
         *relations_bench.render(result["relations"]["halves"]),
         *sensitivity_bench.render(result["sensitivity"]),
+        cloud_recall_bench.render(result["cloud_recall"]),
         simulator_bench.render(result["simulator"]),
     ]
     for table in tables:

@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 
+from cloud.indexer import IndexingMode
 from protocol.embedding import Embedder
 from protocol.messages import MAX_REQUEST_BYTES
 from protocol.version import SUPPORTED_VERSIONS, VersionRange, check_range
@@ -41,6 +42,9 @@ class CloudConfig:
     tests never sleep). ``region`` names the region this deployment serves
     (``GET /v1/service``; a shutdown ends the accounts of this region); nothing a device
     receives depends on it (an export is the same package in every region).
+    ``indexing`` is how search indexing runs after a push commits (``cloud.indexer``):
+    ``background`` (a thread of this process) or ``manual`` (only the worker's reindex
+    job and explicit ``CloudService.index_pending`` calls; tests drive it).
     """
 
     store_url: str
@@ -55,6 +59,9 @@ class CloudConfig:
     sleep: Callable[[float], None] = time.sleep
     region: str = "default"
     body_timeout: float = 30.0  # seconds a request body may take to arrive (408 after)
+    indexing: IndexingMode = "background"
 
     def __post_init__(self) -> None:
         check_range(self.supported_versions)
+        if self.indexing not in ("background", "manual"):
+            raise ValueError(f"indexing {self.indexing!r} is not 'background' or 'manual'")

@@ -9,8 +9,9 @@ Invariants:
   the pipeline filters on that, so an index holding something stale can never bring
   back a record that is not in use, invalid, a candidate, out of its area, sensitive
   without consent, or forgotten.
-- Everything read for one query is read in one store transaction (after the index
-  catch-up), so the candidates agree with each other.
+- Everything read for one query is read in one store transaction, so the candidates
+  agree with each other. A query never indexes (``cloud.indexer`` does, after a push):
+  it sees what is indexed when it runs.
 - ``personalized=False`` (or ``limit`` 0) retrieves nothing: no index is read.
 - A space is a wall: every query names it, and an id from another space is unknown.
 """
@@ -169,10 +170,10 @@ class CloudRetrieval:
     ) -> tuple[list[Candidate], SearchHits]:
         """What the indexes propose, and the authoritative state of every record involved:
         hits, records related to them, and their companions (``lexical``/``vector``
-        switch an index off, for evaluation). Catches the space's indexes up first."""
+        switch an index off, for evaluation). Reads the indexes as they are: indexing
+        runs after pushes (``cloud.indexer``), never here."""
         if not task.personalized or task.limit <= 0:
             return [], SearchHits()
-        self.index.catch_up(space_id)
         vec = self.index.vector_hits(space_id, task.query) if vector else {}
         with self.store.session(space_id) as s:
             reader = CandidateReader(s, self.vault, space_id)

@@ -4,13 +4,18 @@ Invariants:
 - The indexes hold each live record's CURRENT version only; ``record_search`` and
   ``record_vectors`` say which version, and a vector names the model that made it.
   Vectors of any other model are never searched (they are re-made by ``catch_up``).
-- Indexing is lazy: a push writes no index row; ``catch_up`` indexes every record
-  whose current version is not indexed, and ``cloud.retrieval`` runs it before every
-  query, so a query never reads an index behind the store. Embedding runs in batches,
-  outside any transaction; the rows are written under the space lock after re-checking
-  that each record is still live at that version and its data key is not forgotten.
-  One catch-up per space runs at a time in a process; processes may overlap, and the
-  re-check makes the later writer's rows the same as the earlier's.
+- A push writes no index row, and a query never indexes: ``catch_up`` indexes every
+  record whose current version is not indexed, run after a push commits by
+  ``cloud.indexer`` (in the background) and by the worker's reindex job. A query
+  answers from what is indexed; ``unindexed`` says how many live records it cannot
+  see yet. Embedding runs in batches, outside any transaction; the rows are written
+  under the space lock after re-checking that each record is still live at that
+  version and its data key is not forgotten.
+- One catch-up per space runs at a time in a process (a lock per space), and one
+  across the processes of a PostgreSQL store (``cloud.store.advisory``): a second
+  process is refused at once (``try_catch_up`` answers None) and embeds nothing. On
+  SQLite processes may overlap, and the re-check makes the later writer's rows the
+  same as the earlier's.
 - The lexical index holds only terms blinded with the space's search key (key store);
   a vector is sealed with its record version's data key (binding kind ``vector``), so
   destroying the record's keys makes it unreadable. Both are derived data, deleted in
@@ -38,6 +43,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from cloud.store import SqlStore
+from cloud.store.advisory import try_index_lock
 from cloud.store.base import StoreSession
 from cloud.store.search import IndexRow
 from cloud.vault import Vault
@@ -91,6 +97,7 @@ class SearchIndex:
         # called whenever vectors are cached: the service starts listening for changes
         self.on_cache: Callable[[], None] = lambda: None
         self._heard = 0  # change notifications heard (a cache built meanwhile re-checks)
+        self._closing = False  # set by ``close``: a catch-up stops between chunks
 
     def embedder(self) -> Embedder:
         return self._embedder()
@@ -99,12 +106,33 @@ class SearchIndex:
 
     def catch_up(self, space_id: str) -> int:
         """Index every live record of the space whose current version is not indexed
-        (or whose vector is another model's); return how many records were indexed."""
+        (or whose vector is another model's); return how many records were indexed
+        (0 when another process is indexing the space right now)."""
+        return self.try_catch_up(space_id) or 0
+
+    def try_catch_up(self, space_id: str) -> int | None:
+        """``catch_up``, or None at once when another process holds the space's
+        indexing lock (it indexes what this one would have)."""
         model_id = self.embedder().model_id
         with self._lock:
             indexing = self._indexing.setdefault(space_id, threading.Lock())
-        with indexing:  # a second query waits, then finds the work done
-            return self._catch_up(space_id, model_id)
+        # a second caller in this process waits, then finds the work done
+        with indexing, try_index_lock(self._store.engine, space_id) as granted:
+            return self._catch_up(space_id, model_id) if granted else None
+
+    def unindexed(self, space_id: str) -> int:
+        """How many live records of the space the indexes do not hold at their current
+        version (with this model's vector): what a query cannot see yet."""
+        model_id = self.embedder().model_id
+        with self._store.session(space_id) as s:
+            seq = s.last_seq(space_id)  # read first: the count sees at least this state
+            if self._caught_up.get(space_id) == (model_id, seq):
+                return 0  # nothing changed since this process last found nothing stale
+            behind = s.count_stale_for_search(space_id, model_id)
+        if behind == 0:  # indexed (perhaps by another process) as of ``seq``
+            with self._lock:
+                self._caught_up[space_id] = (model_id, seq)
+        return behind
 
     def _catch_up(self, space_id: str, model_id: str) -> int:
         total = 0
@@ -116,6 +144,8 @@ class SearchIndex:
                 stale = s.stale_for_search(space_id, model_id)
             indexed = 0
             for start in range(0, len(stale), CATCH_UP_CHUNK):
+                if self._closing:
+                    return total + indexed  # the service is closing: stop between chunks
                 indexed += self._index(space_id, stale[start : start + CATCH_UP_CHUNK])
             total += indexed
             if indexed == len(stale):
@@ -303,6 +333,11 @@ class SearchIndex:
         with self._lock:
             if self._cache.get(space_id) is cached:  # else a refresh replaced it meanwhile
                 self._cache[space_id] = pruned
+
+    def close(self) -> None:
+        """The service is closing: a catch-up under way stops after its current chunk
+        (what it wrote is complete rows; the rest stays stale, for the next process)."""
+        self._closing = True
 
     def evict(self, space_id: str | None = None) -> None:
         """Drop the cached vectors of one space (or of all)."""

@@ -17,8 +17,11 @@ Invariants:
 - Only sealed content carries text, sources, conversation ids, epistemic state and
   areas; plain DEKs never touch the record store; status and "as of" answers carry
   states, versions and times, never content.
-- Recall runs the retrieval pipeline over the caller's whole space (``cloud.retrieval``);
-  its indexes are caught up before the query, never inside a push.
+- Recall runs the retrieval pipeline over the caller's whole space (``cloud.retrieval``)
+  over what is indexed, and says how many live records are not indexed yet
+  (``RecallAnswer.unindexed``, protocol 4 on). Indexing runs neither inside a push nor
+  inside a recall: every commit that moved a space's feed owes it a catch-up
+  (``cloud.indexer``), run after the commit in the background.
 - Compaction (``compact``) deletes only change-feed rows that carry nothing any more,
   never a key destruction a registered, unrevoked holder has not acknowledged, and
   raises the feed floor in the same transaction; a pull whose cursor is above 0 and
@@ -97,6 +100,7 @@ from cloud.errors import (
 )
 from cloud.export import PackageBuilder
 from cloud.facts import FactsReader
+from cloud.indexer import Indexer
 from cloud.keystore import SqliteKeyStore, open_key_store
 from cloud.live import ChangeNotifier
 from cloud.retrieval import CloudRetrieval
@@ -121,6 +125,7 @@ from protocol.export.package import PackageHeader
 from protocol.export.stream import PREFIX_BYTES, StreamSealer
 from protocol.ids import is_id, make_id
 from protocol.messages import (
+    RECALL_UNINDEXED_SINCE,
     SUBSET_SINCE,
     AccountKeyRequest,
     AccountKeyResponse,
@@ -164,7 +169,7 @@ from protocol.rules import Accept, decide
 from protocol.sealing import KEY_BYTES
 from protocol.strongauth import verify_export
 from protocol.version import PROTOCOL_VERSION
-from protocol.versioned import introduced_in, newer_fields
+from protocol.versioned import introduced_in, newer_fields, render_json
 
 log = logging.getLogger("memsync.cloud")
 
@@ -258,6 +263,7 @@ class CloudService:
         self._checkpoint_owed = False
         self.search = SearchIndex(self.store, self.vault, config.embedder or default_embedder)
         self.retrieval = CloudRetrieval(self.store, self.vault, self.search)
+        self.indexer = Indexer(self.search.try_catch_up, config.indexing)
         self.subsets = SubsetKeeper(self.vault, config.clock)
         postgres = self.store.dialect == "postgresql"
         self.live = ChangeNotifier(listen_url=config.store_url if postgres else None)
@@ -273,6 +279,8 @@ class CloudService:
         return self.key_store.path
 
     def close(self) -> None:
+        self.search.close()  # a catch-up under way stops after its chunk ...
+        self.indexer.close()  # ... and the indexer's thread ends
         self.live.close()
         self.search.evict()
         self.key_store.close()
@@ -461,6 +469,7 @@ class CloudService:
             moved = self._announce(s, space_id, first)
         if moved:
             self.live.changed(space_id)  # wake this process's live pulls at once
+            self.indexer.schedule(space_id)  # committed: index it after this, not in here
         # committed: now destroy the keys of anything forgotten (and of earlier crashes),
         # and drop forgotten vectors from this process's cache
         self.ensure_destroyed()
@@ -500,6 +509,7 @@ class CloudService:
             moved = self._announce(s, space_id, first)
         if moved:
             self.live.changed(space_id)
+            self.indexer.schedule(space_id)
         self.ensure_destroyed()
         self.search.prune(space_id)
         return receipts
@@ -776,6 +786,7 @@ class CloudService:
         """The eight retrieval steps over the whole space, for one enrolled device."""
         with self.store.session(space_id) as s:
             device = self._enrolled(s, space_id, device_id)
+        unindexed = self.search.unindexed(space_id) if req.personalized else 0
         result = self.retrieval.recall(
             space_id,
             req.query,
@@ -804,9 +815,19 @@ class CloudService:
             )
             for line in result.lines
         ]
-        answer = RecallAnswer(lines=lines, block=result.text, factual=result.factual)
+        version = req.protocol_version
+        answer = RecallAnswer(
+            lines=lines,
+            block=result.text,
+            factual=result.factual,
+            # an older device cannot be told; it gets the answer it always got
+            unindexed=unindexed if version >= RECALL_UNINDEXED_SINCE else 0,
+        )
         box = SealedBox(PublicKey(device.public_key))
-        return RecallResponse(sealed_answer=box.encrypt(answer.model_dump_json().encode()))
+        plain = render_json(answer, version).encode()
+        if unindexed:  # e.g. pushed through another process, or before a restart
+            self.indexer.schedule(space_id)  # after the answer: it does not compete with it
+        return RecallResponse(sealed_answer=box.encrypt(plain))
 
     # --- the device subset -------------------------------------------------------------
 
@@ -840,13 +861,20 @@ class CloudService:
             return SubsetResponse(subset=self.subsets.view(s, space_id, device_id))
 
     def index_catch_up(self, space_id: str) -> int:
-        """Index what a space's search indexes miss (recall does it first by itself)."""
+        """Index what a space's search indexes miss, now, in this thread (0 when another
+        process is indexing it)."""
         return self.search.catch_up(space_id)
+
+    def index_pending(self) -> int:
+        """Index, now and in this thread, every space a commit of this process owed an
+        index catch-up (``cloud.indexer``; what the background thread would do)."""
+        return self.indexer.run_pending()
 
     def reindex(self) -> int:
         """Index, in every open space, what the search indexes miss, including records
-        whose vector another embedding model made: the background job of a model
-        change (``memsync cloud worker``). Returns how many records were indexed."""
+        whose vector another embedding model made, and spaces pushed to through other
+        processes: the worker's reindex job (``memsync cloud worker``). A space another
+        process is indexing right now is skipped. Returns how many records were indexed."""
         with self.store.session() as s:
             spaces = s.space_ids()
         return sum(self.search.catch_up(space_id) for space_id in spaces)

@@ -43,6 +43,7 @@ from device import (
     account,
     candidates,
     catalog,
+    cloud_recall,
     export,
     importing,
     keys,
@@ -96,6 +97,7 @@ from protocol import strongauth
 from protocol.consolidation.extract import content_type_of
 from protocol.consolidation.timeexpr import read_time
 from protocol.detection.labels import Detection
+from protocol.errors import ProtocolError
 from protocol.ids import make_id
 from protocol.messages import (
     AccountKeyRequest,
@@ -110,7 +112,6 @@ from protocol.messages import (
     ForgetStatus,
     PendingResponse,
     PinRequest,
-    RecallAnswer,
     RecallRequest,
     RecallResponse,
     SubsetPolicyRequest,
@@ -988,14 +989,49 @@ class DeviceAgent:
         personalized: bool = True,
         factual: bool | None = None,
         consents: Iterable[Sensitivity] = (),
+        fallback: bool = True,
     ) -> Recall:
-        """Ask the cloud to run the same pipeline over the whole space (online only).
+        """Ask the cloud to run the same pipeline over the whole space.
 
         The answer comes sealed to this device's key and is opened here; each line says
         whether it came from the cloud (``RecallHit.from_cloud``: this device does not
-        hold it). The records it returned count as used here (reported with the next
-        pull; none in temporary mode), so the subset's rules may bring them to this
-        device, within its budget, at the next sync."""
+        hold it). When the cloud has not indexed everything yet, the note says how many
+        records it could not search. The records it returned count as used here
+        (reported with the next pull; none in temporary mode), so the subset's rules
+        may bring them to this device, within its budget, at the next sync.
+
+        When the cloud is unreachable or slow (``Offline``, ``CloudSlow``) and
+        ``fallback`` is on, this device's own recall answers instead (``retrieve``) and
+        the note says so; with ``fallback`` off the error is raised."""
+        allowed = list(consents)  # read once: the fall-back asks with the same
+        try:
+            return self._recall_in_cloud(
+                query, limit, area, project, personalized, factual, allowed
+            )
+        except Offline as exc:
+            if not fallback:
+                raise
+            local = self.retrieve(
+                query,
+                limit,
+                area=area,
+                project=project,
+                personalized=personalized,
+                factual=factual,
+                consents=allowed,
+            )
+            return cloud_recall.fallen_back(local, exc)
+
+    def _recall_in_cloud(
+        self,
+        query: str,
+        limit: int,
+        area: LifeArea | None,
+        project: str | None,
+        personalized: bool,
+        factual: bool | None,
+        consents: list[Sensitivity],
+    ) -> Recall:
         meta = store.get_meta(self._db)
         if meta.credential is None:
             raise NotEnrolled(
@@ -1008,18 +1044,21 @@ class DeviceAgent:
             project=project,
             personalized=personalized,
             factual=factual,
-            consents=list(consents),
+            consents=consents,
         )
         with self._revocable():
-            response = self._cloud().post("/v1/recall", request, RecallResponse)
+            client = self._cloud()
+            response = client.post("/v1/recall", request, RecallResponse)
         try:
             plain = keys.open_sealed_answer(
                 keys.load_private_key(meta.private_key), response.sealed_answer
             )
-            answer = RecallAnswer.model_validate_json(plain)
-        except (keys.SealedKeyDoesNotOpen, ValidationError) as exc:
+            answer = cloud_recall.open_answer(plain, client.protocol_version)
+        except (keys.SealedKeyDoesNotOpen, ValidationError, ValueError, ProtocolError) as exc:
             raise ServerError(f"the cloud's recall answer does not open: {exc}") from exc
-        recall = retrieval.from_cloud(answer, held=self.holds)
+        recall = cloud_recall.with_unindexed(
+            retrieval.from_cloud(answer, held=self.holds), answer.unindexed
+        )
         if recall.hits and not self._temporary:
             # counted like a local answer's: the subset's rules for what is used often or
             # lately may then bring these records here at the next sync, within the budget

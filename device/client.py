@@ -15,7 +15,9 @@ Invariants:
 - Every answer's ``Memsync-Closing`` header (the service is closing) is kept in
   ``closing``, so the device can tell its user.
 - httpx errors and non-2xx answers are mapped here, once, to ``device.errors``:
-  connection errors and timeouts -> ``Offline``; an ``ErrorBody`` -> ``ServerRefused``
+  a read timeout (the request reached the cloud, its answer did not come in time) ->
+  ``CloudSlow``, a subclass of ``Offline``; other connection errors and timeouts ->
+  ``Offline``; an ``ErrorBody`` -> ``ServerRefused``
   (or its specific subclass for a code the device acts on, ``device.errors.refusal``);
   anything else -> ``ServerError``.
 - ``get`` is a GET with the credential (no body); the cloud answers a GET in the
@@ -40,6 +42,7 @@ import httpx
 from pydantic import BaseModel, ValidationError
 
 from device.errors import (
+    CloudSlow,
     NeedsNewerProtocol,
     NoCommonProtocolVersion,
     NotEnrolled,
@@ -198,6 +201,8 @@ class CloudClient:
         try:
             yield from response.iter_bytes()
         except httpx.TransportError as exc:
+            if isinstance(exc, httpx.ReadTimeout):
+                raise self._offline(path, exc) from exc
             raise Offline(
                 f"the connection to the cloud at {self.base_url} broke while reading the "
                 f"answer to POST {path}: {type(exc).__name__}: {exc}"
@@ -228,7 +233,12 @@ class CloudClient:
                 f"version {self._version}; nothing was sent"
             ) from exc
 
-    def _offline(self, path: str, exc: httpx.TransportError) -> Offline:
+    def _offline(
+        self, path: str, exc: httpx.TransportError, timeout: float | None = None
+    ) -> Offline:
+        if isinstance(exc, httpx.ReadTimeout):
+            waited = self._http.timeout.read if timeout is None else timeout
+            return CloudSlow(self.base_url, path, waited, f"{type(exc).__name__}: {exc}")
         return Offline(
             f"cannot reach the cloud at {self.base_url} (POST {path}): {type(exc).__name__}: {exc}"
         )
@@ -245,7 +255,7 @@ class CloudClient:
                 timeout=self._http.timeout if timeout is None else timeout,
             )
         except httpx.TransportError as exc:
-            raise self._offline(path, exc) from exc
+            raise self._offline(path, exc, timeout) from exc
         self.closing = response.headers.get(CLOSING_HEADER)
         return response
 

@@ -102,6 +102,23 @@ class Offline(DeviceError):
     """The cloud could not be reached (connection error or timeout)."""
 
 
+class CloudSlow(Offline):
+    """The request reached the cloud, but its answer did not come within the timeout
+    (a read timeout). An ``Offline``, so every caller that copes with an unreachable
+    cloud copes with a slow one; nothing was lost: a write stays queued, and a push
+    the cloud did apply is recognised by its op ids when it is sent again."""
+
+    def __init__(self, base_url: str, path: str, timeout: float | None, detail: str) -> None:
+        self.base_url = base_url
+        self.path = path
+        self.timeout = timeout
+        waited = "" if timeout is None else f" within {timeout:g} s"
+        super().__init__(
+            f"the cloud at {base_url} is slow: it did not answer POST {path}{waited} "
+            f"({detail}); nothing was lost, try again later"
+        )
+
+
 class ServerRefused(DeviceError):
     """The cloud answered a request with an ErrorBody (non-2xx)."""
 

@@ -430,13 +430,23 @@ class RecallLine(WireModel):
     relation: Relation | None = None  # why a related record was brought along
 
 
+RECALL_UNINDEXED_SINCE = 4  # the protocol version ``RecallAnswer.unindexed`` came with
+
+
 class RecallAnswer(WireModel):
-    """The lines in order and the marked data block made from them (sealed in transit)."""
+    """The lines in order and the marked data block made from them (sealed in transit).
+
+    ``unindexed`` (protocol 4 on) is how many of the space's live records the cloud's
+    search indexes did not hold yet when it answered: the cloud indexes after a push
+    commits, in the background, and answers at once from what is indexed, so an answer
+    with ``unindexed`` above 0 may miss those records. An older version's answer
+    cannot say it (the cloud renders 0 for it, so the field is left out)."""
 
     lines: list[RecallLine]
     block: str  # the memory block for a model: data, never instruction
     scope: Literal["cloud"] = "cloud"  # searched: the whole space, not a device subset
     factual: bool  # whether the opinion filter treated the query as factual
+    unindexed: Annotated[int, Since(RECALL_UNINDEXED_SINCE), Field(ge=0)] = 0
 
 
 class RecallResponse(Envelope):

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from protocol.errors import UnsupportedProtocolVersion
 
 LOWEST_VERSION: int = 1
-PROTOCOL_VERSION: int = 3  # the newest version this code speaks
+PROTOCOL_VERSION: int = 4  # the newest version this code speaks
 SUPPORTED_VERSIONS: tuple[int, int] = (LOWEST_VERSION, PROTOCOL_VERSION)
 
 VersionRange = tuple[int, int]

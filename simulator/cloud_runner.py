@@ -37,6 +37,7 @@ class RunningCloud:
         self.port = 0
         self._starts = 0
         self.operator = CloudService(config)
+        self.service: CloudService | None = None  # the running app's, once started
 
     @classmethod
     def sqlite(cls, folder: Path, *, clock: Callable[[], datetime] | None = None) -> RunningCloud:
@@ -72,6 +73,7 @@ class RunningCloud:
         sock.listen(128)
         self.port = sock.getsockname()[1]
         app = create_app(self.config)
+        self.service = app.state.service  # the serving process's own service (its indexer)
         config = server_config(
             app, self.limits, log_level="warning", lifespan="on", access_log=False
         )

@@ -20,8 +20,9 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any
 
-from sqlalchemy import Connection, and_, bindparam, delete, insert, or_, select, text, update
+from sqlalchemy import Connection, and_, bindparam, delete, func, insert, or_, select, text, update
 
 from cloud.store import schema as t
 from cloud.store.base import VersionRow
@@ -140,30 +141,37 @@ class SearchQueries:
     def stale_for_search(self, space_id: str, model_id: str) -> list[tuple[str, int]]:
         """``(record_id, current_version)`` of every live record whose indexes do not hold
         its current version (or hold another model's vector)."""
-        r, s, v = t.records.c, t.record_search.c, t.record_vectors.c
-        query = (
-            select(r.record_id, r.current_version)
-            .select_from(
-                t.records.outerjoin(
-                    t.record_search, and_(s.space_id == r.space_id, s.record_id == r.record_id)
-                ).outerjoin(
-                    t.record_vectors, and_(v.space_id == r.space_id, v.record_id == r.record_id)
-                )
-            )
-            .where(
-                r.space_id == space_id,
-                r.lifecycle != FORGOTTEN,
-                or_(
-                    s.version.is_(None),
-                    s.version != r.current_version,
-                    v.version.is_(None),
-                    v.version != r.current_version,
-                    v.model_id != model_id,
-                ),
-            )
-            .order_by(r.record_id)
+        query = self._stale(
+            space_id, model_id, select(t.records.c.record_id, t.records.c.current_version)
         )
+        query = query.order_by(t.records.c.record_id)
         return [(row[0], int(row[1])) for row in self.conn.execute(query)]
+
+    def count_stale_for_search(self, space_id: str, model_id: str) -> int:
+        """How many live records ``stale_for_search`` would list (one aggregate query)."""
+        query = self._stale(space_id, model_id, select(func.count()))
+        return int(self.conn.execute(query).scalar_one())
+
+    @staticmethod
+    def _stale(space_id: str, model_id: str, query: Any) -> Any:
+        r, s, v = t.records.c, t.record_search.c, t.record_vectors.c
+        return query.select_from(
+            t.records.outerjoin(
+                t.record_search, and_(s.space_id == r.space_id, s.record_id == r.record_id)
+            ).outerjoin(
+                t.record_vectors, and_(v.space_id == r.space_id, v.record_id == r.record_id)
+            )
+        ).where(
+            r.space_id == space_id,
+            r.lifecycle != FORGOTTEN,
+            or_(
+                s.version.is_(None),
+                s.version != r.current_version,
+                v.version.is_(None),
+                v.version != r.current_version,
+                v.model_id != model_id,
+            ),
+        )
 
     # --- writing ------------------------------------------------------------------------
 

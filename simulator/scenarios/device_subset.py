@@ -126,6 +126,7 @@ def _play(fleet: Fleet, report: ScenarioReport, emit: Emit) -> None:
         f"note {offline.note!r}, hits {[h.record_id for h in offline.hits]}",
     )
     phone.go_online()
+    operator.reindex()  # the cloud indexes in the background after a push: not racing it
     online = phone.agent.retrieve_from_cloud("What is my bike?")
     from_cloud = {h.record_id for h in online.hits if h.from_cloud}
     step("4. online, the phone asks the cloud")

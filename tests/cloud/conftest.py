@@ -85,6 +85,7 @@ def config(
         clock=clock,
         random_bytes=rng,
         master_key=MASTER_KEY,
+        indexing="manual",  # tests index when they say so (service.index_pending)
     )
 
 

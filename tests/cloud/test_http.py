@@ -166,6 +166,7 @@ def test_recall_over_http_answers_the_callers_space_only(client: TestClient, ops
             },
         )
         assert r.status_code == 200, r.text
+    _service(client).index_pending()  # the background indexer's work, when the test says
     body = {"protocol_version": 1, "query": "What is my favorite number?"}
     r = client.post("/v1/recall", headers=alice["headers"], json=body)
     answer = _answer(r, alice)

@@ -326,7 +326,10 @@ def test_close_stops_the_listener_thread(
 
 def _two_processes(pg_url: str, tmp_path: Path) -> tuple[CloudService, CloudService]:
     config = CloudConfig(
-        store_url=pg_url, key_store_path=tmp_path / "keys.db", master_key=MASTER_KEY
+        store_url=pg_url,
+        key_store_path=tmp_path / "keys.db",
+        master_key=MASTER_KEY,
+        indexing="manual",  # the tests say which process indexes, and when
     )
     return CloudService(config), CloudService(config)
 

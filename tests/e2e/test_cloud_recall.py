@@ -76,6 +76,9 @@ def test_recall_over_http_matches_the_device_and_forgets(
             phone.agent.say(sentence, f"c{i}")
             records[sentence] = phone.agent.remember(sentence, f"c{i}").record_id
         phone.agent.sync()
+        # the cloud indexes after the push, in the background: index it now, as a worker
+        # would, so the answers below do not race that thread
+        cloud.operator.reindex()
         host = _device_client(cloud, ada.space_id)
 
         answer = _recall(host, "Where did I grow up?")

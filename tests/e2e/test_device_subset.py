@@ -14,6 +14,7 @@ import pytest
 from device.agent import DeviceAgent
 from protocol.model import LifeArea
 from protocol.subset import Reason, SubsetBudget, SubsetPolicy, SubsetRules
+from simulator.cloud_runner import RunningCloud
 from simulator.fleet import DeviceHandle
 from tests.e2e.browser import CELLO, PORTO, HeldBack
 
@@ -145,7 +146,7 @@ def test_each_device_holds_what_its_policy_says_and_nothing_else(held_back: Held
 
 
 def test_offline_searches_only_the_device_and_online_says_what_came_from_the_cloud(
-    held_back: HeldBack,
+    held_back: HeldBack, cloud: RunningCloud
 ) -> None:
     phone = held_back.phone
     phone.agent.set_subset_policy(
@@ -160,6 +161,7 @@ def test_offline_searches_only_the_device_and_online_says_what_came_from_the_clo
     assert held_back.cello not in [h.record_id for h in offline.hits]
 
     phone.go_online()
+    cloud.operator.reindex()  # the cloud indexes in the background after a push: not racing it
     online = phone.agent.retrieve_from_cloud("When do I play the cello?")
     assert online.scope == "cloud"
     from_cloud = {h.record_id: h.from_cloud for h in online.hits}

@@ -487,13 +487,23 @@ V3_CHANGES: dict[str, BaseModel] = {
 }
 
 
+# version 4: a cloud answer says how many of the space's records were not indexed yet
+_ANSWER = EXAMPLES["recall_answer"]
+assert isinstance(_ANSWER, RecallAnswer)
+V4_CHANGES: dict[str, BaseModel] = {
+    "recall_answer": _ANSWER.model_copy(update={"unindexed": 1375}),
+}
+
+
 def examples(version: int) -> dict[str, BaseModel]:
     """Every message of ``version``, as the models of today's code hold it."""
     if version == 1:
         return EXAMPLES
     if version == 2:
         return {**EXAMPLES, **V2_CHANGES}
-    return {**EXAMPLES, **V2_CHANGES, **V3_CHANGES}
+    if version == 3:
+        return {**EXAMPLES, **V2_CHANGES, **V3_CHANGES}
+    return {**EXAMPLES, **V2_CHANGES, **V3_CHANGES, **V4_CHANGES}
 
 
 def golden_text(model: BaseModel, version: int) -> str:

@@ -21,7 +21,7 @@ def test_current_version_is_supported() -> None:
     assert PushRequest(ops=[]).protocol_version == PROTOCOL_VERSION
 
 
-@pytest.mark.parametrize("bad", [0, 4, 99, -1, "1", None, True, 1.0])
+@pytest.mark.parametrize("bad", [0, 5, 99, -1, "1", None, True, 1.0])
 def test_other_versions_are_refused_naming_the_range(bad: object) -> None:
     with pytest.raises(UnsupportedProtocolVersion) as info:
         check_version(bad)
@@ -35,7 +35,7 @@ def test_missing_version_is_refused() -> None:
 
 
 def test_this_code_speaks_versions_1_to_3() -> None:
-    assert (LOWEST_VERSION, PROTOCOL_VERSION) == SUPPORTED_VERSIONS == (1, 3)
+    assert (LOWEST_VERSION, PROTOCOL_VERSION) == SUPPORTED_VERSIONS == (1, 4)
 
 
 def test_a_narrower_range_refuses_what_it_leaves_out_naming_itself() -> None:
@@ -46,7 +46,7 @@ def test_a_narrower_range_refuses_what_it_leaves_out_naming_itself() -> None:
         peek_version({"protocol_version": 1}, (2, 2))
 
 
-@pytest.mark.parametrize("bad", [(0, 1), (1, 4), (2, 1), (1,), [1, 2], (1, True), "12"])
+@pytest.mark.parametrize("bad", [(0, 1), (1, 5), (2, 1), (1,), [1, 2], (1, True), "12"])
 def test_a_range_outside_what_this_code_speaks_is_refused(bad: object) -> None:
     with pytest.raises(ValueError, match="protocol version range"):
         check_range(bad)

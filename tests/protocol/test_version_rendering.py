@@ -122,8 +122,8 @@ def test_a_message_that_version_1_cannot_say_is_not_rendered_for_it() -> None:
 
 
 def test_rendering_for_a_version_the_code_does_not_speak_is_refused() -> None:
-    with pytest.raises(Exception, match="protocol version 4 is not supported"):
-        render_json(PullRequest(), 4)
+    with pytest.raises(Exception, match="protocol version 5 is not supported"):
+        render_json(PullRequest(), 5)
 
 
 changes = st.lists(
