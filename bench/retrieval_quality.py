@@ -9,14 +9,16 @@ stemmed terms. Reported per half (tuning, test) and per query kind: recall@3 and
 answerable queries, "all relevant in the first five" for multi-record ones, and for
 no-answer queries the rate of empty answers (the anchors never return empty).
 
-Invariants: a line counts as relevant only if it is a relevant record, with its CURRENT
-words, not marked outdated (an old value presented as current is wrong); an empty answer
-scores zero; nothing is cached on disk between runs.
+Invariants: ids and clocks are injected, so a run is deterministic; a line counts as
+relevant only if it is a relevant record, with its CURRENT words, not marked outdated
+(an old value presented as current is wrong); an empty answer scores zero; nothing is
+cached on disk between runs.
 """
 
 from __future__ import annotations
 
 import math
+import random
 import statistics
 from collections import Counter
 from collections.abc import Callable, Iterable, Sequence
@@ -63,11 +65,13 @@ class Loaded:
 
 def load_person(folder: Path, person: Person) -> Loaded:
     clock = [person.statements[0].said_at]
+    rng = random.Random(person.name)  # injected: the same ids, so the same ties, every run
     agent = DeviceAgent.create(
         folder,
         PASSPHRASE,
         device_name=f"quality-{person.name}",
         clock=lambda: clock[0],
+        random_bytes=rng.randbytes,
         kdf_iterations=KDF_ITERATIONS,
     )
     loaded = Loaded(person=person, agent=agent, clock=clock)
@@ -100,7 +104,7 @@ def cosine_ranker(loaded: Loaded) -> Callable[[str], list[Line]]:
     def rank(query: str) -> list[Line]:
         q = embedder.embed([query])[0]
         scores = matrix @ q
-        order = sorted(range(len(lines)), key=lambda i: (-float(scores[i]), lines[i][0]))
+        order = sorted(range(len(lines)), key=lambda i: (-float(scores[i]), lines[i][1]))
         return [lines[i] for i in order[:LIMIT]]
 
     return rank
@@ -127,7 +131,7 @@ def bm25_ranker(loaded: Loaded, k1: float = 1.2, b: float = 0.75) -> Callable[[s
     def rank(query: str) -> list[Line]:
         terms = lexical.terms(query)
         scores = [score(d, terms) for d in docs]
-        order = sorted(range(n), key=lambda i: (-scores[i], lines[i][0]))
+        order = sorted(range(n), key=lambda i: (-scores[i], lines[i][1]))
         return [lines[i] for i in order[:LIMIT]]
 
     return rank

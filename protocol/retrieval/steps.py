@@ -337,8 +337,13 @@ def weight(c: Candidate, task: Task) -> float:
     in (0, 1], never zero. A record's time counts from when its current words were said
     (a correction restates a "for now" record; it is not stale for its old words' age)."""
     assert c.content is not None and c.learned_at is not None
+    content = c.content
     since = max(c.learned_at, c.said_on) if c.said_on is not None else c.learned_at
-    priority = timeline.priority(c.content, since, task.now)
+    if content.expected_end is not None and content.expected_end < since:
+        # words said after the end they inherited (a correction keeps its record's
+        # fields): "for now" counts again from when they were said
+        content = content.model_copy(update={"expected_end": None})
+    priority = timeline.priority(content, since, task.now)
     confidence = compute(c.content, c.lifecycle, task.now).score
     return priority * (0.75 + 0.25 * confidence)
 
