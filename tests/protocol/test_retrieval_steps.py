@@ -284,19 +284,31 @@ def test_ranking_lowers_only_records_whose_time_has_passed_and_keeps_them() -> N
 
 def test_smallest_subset_keeps_only_what_scores_near_the_best() -> None:
     cands = [rec(i) for i in range(1, 6)]
+    top = ev(0.9)
     hits = SearchHits(
         vector={
             "rec_00000001": 0.9,
-            "rec_00000002": 0.85,
-            "rec_00000003": 0.4,
-            "rec_00000004": 0.35,
-            "rec_00000005": 0.31,
+            "rec_00000002": cos_at(top * RANKING.close * 1.5),  # close to the answer: kept
+            "rec_00000003": cos_at(top * RANKING.close * 0.5),  # far below it: cut
+            "rec_00000004": cos_at(top * RANKING.close * 0.4),
+            "rec_00000005": cos_at(top * RANKING.close * 0.3),
         }
     )
     chosen = smallest_subset(rank(search(first_four(task(limit=5), cands), hits)))
     assert [h.record_id for h in chosen.scored] == ["rec_00000001", "rec_00000002"]
     one = smallest_subset(rank(search(first_four(task(limit=1), cands), hits)))
     assert [h.record_id for h in one.scored] == ["rec_00000001"]
+
+
+def test_a_multi_record_answer_stays_whole() -> None:
+    """Issue 20: every record scoring close to the answer is kept, not only the best."""
+    cands = [rec(i) for i in range(1, 5)]
+    vector = {"rec_00000001": 0.62, "rec_00000002": 0.55, "rec_00000003": 0.5}
+    vector["rec_00000004"] = cos_at(ev(0.62) * RANKING.close * 0.5)
+    chosen = smallest_subset(
+        rank(search(first_four(task(limit=5), cands), SearchHits(vector=vector)))
+    )
+    assert [h.record_id for h in chosen.scored] == ["rec_00000001", "rec_00000002", "rec_00000003"]
 
 
 def test_conflicting_records_come_back_together_and_outdated_ones_beside_the_new() -> None:
