@@ -35,6 +35,7 @@ from bench import export as export_bench
 from bench import live as live_bench
 from bench import relations as relations_bench
 from bench import retrieval as retrieval_bench
+from bench import retrieval_quality as retrieval_quality_bench
 from bench import sensitivity as sensitivity_bench
 from bench import simulator as simulator_bench
 from bench import subset as subset_bench
@@ -263,6 +264,13 @@ def run_simulator(smoke: bool) -> dict[str, Any]:
     return _stamped(simulator=simulator_bench.measure(smoke))
 
 
+def run_retrieval_quality(smoke: bool) -> dict[str, Any]:
+    """Issue 20's retrieval quality alone (``--only retrieval-quality``): memsync's recall
+    beside plain cosine and BM25, both halves of bench/retrieval_data."""
+    with tempfile.TemporaryDirectory(prefix="memsync-bench-") as tmp:
+        return _stamped(retrieval_quality_20=retrieval_quality_bench.run(Path(tmp), smoke=smoke))
+
+
 def run(
     n_device: int, n_push: int, sizes: list[int], smoke: bool, n_consolidate: int
 ) -> dict[str, Any]:
@@ -270,6 +278,7 @@ def run(
         root = Path(tmp)
         sync = sync_suite.run(root / "sync", sync_suite.SMOKE if smoke else sync_suite.FULL)
         quality = retrieval_bench.quality(root / "eval", smoke)
+        quality_20 = retrieval_quality_bench.run(root / "quality20", smoke=smoke)
         latency = retrieval_bench.latency(root / "latency", sizes, 20 if smoke else 200)
         embedding = embedding_bench.measure(smoke)
         detector = detector_bench.measure(smoke)
@@ -324,6 +333,7 @@ def run(
         figures=figures,
         ratios=ratios,
         retrieval_quality=quality,
+        retrieval_quality_20=quality_20,
         retrieval_latency=latency,
         embedding=embedding,
         detector=detector,
@@ -466,6 +476,7 @@ def main() -> None:
             "sensitivity",
             "simulator",
             "cloud-recall",
+            "retrieval-quality",
         ],
         default="all",
         help="'sync': only issue 6's sync benches (fleet, pull cost, key destruction, live); "
@@ -476,7 +487,9 @@ def main() -> None:
         "tuning half's errors); 'simulator': only issue 19's simulator bench (seeded random "
         "runs in worker processes until 10,000 device sessions, beside a one-process "
         "baseline); 'cloud-recall': only issue 20's first recall --cloud on a freshly "
-        "pushed space (before and after background indexing)",
+        "pushed space (before and after background indexing); 'retrieval-quality': only "
+        "issue 20's retrieval quality (memsync's recall beside plain cosine and BM25 on both "
+        "halves of bench/retrieval_data)",
     )
     args = parser.parse_args()
     # a SIGTERM unwinds like Ctrl-C, so clouds stop and bench databases are dropped
@@ -537,6 +550,14 @@ def main() -> None:
         print(simulator_bench.verdict(result["simulator"]))
         print(f"wrote {RESULTS}")
         return
+    if args.only == "retrieval-quality":
+        result = run_retrieval_quality(args.smoke)
+        result["smoke"] = args.smoke
+        RESULTS.write_text(json.dumps(result, indent=2) + "\n")
+        for table in retrieval_quality_bench.render(result["retrieval_quality_20"]):
+            console.print(table)
+        print(f"wrote {RESULTS}")
+        return
     n_device, n_push = (20, 20) if args.smoke else (args.device_pairs, args.push_pairs)
     n_consolidate = 20 if args.smoke else args.candidates
     sizes = [200] if args.smoke else args.sizes
@@ -546,6 +567,7 @@ def main() -> None:
     console.print(render(result))
     tables = [
         *render_retrieval(result),
+        *retrieval_quality_bench.render(result["retrieval_quality_20"]),
         *detector_bench.render(result["detector"]),
         live_bench.render(result["live_sync"]),
         *render_sync(result["sync"]),

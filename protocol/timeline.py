@@ -1,7 +1,9 @@
 """Time: what a record means now, what it said at time T, and how its priority decays.
 
 Invariants: every function takes the time it is asked at (the caller's injected clock);
-decay only lowers retrieval priority, it never removes or hides a record; a "for now"
+decay only lowers retrieval priority, it never removes or hides a record, and only a
+record whose time has passed decays (a past event, a one-off whose day went by, a "for
+now" whose question went unanswered): a permanent fact does not age; a "for now"
 record past its expected end keeps its content and drops to "I'm not sure" only after
 its question went unanswered for ``UNANSWERED_AFTER``.
 """
@@ -57,15 +59,17 @@ def is_stale(content: RecordContent, learned_at: datetime, now: datetime) -> boo
 
 
 def priority(content: RecordContent, learned_at: datetime, now: datetime) -> float:
-    """Retrieval priority in (0, 1]: age decays it, staleness drops it; never zero."""
+    """Retrieval priority in (0, 1], never zero. 1 for a record whose time has not
+    passed (a permanent fact, a seasonal one, a "for now" still current, a one-off
+    ahead): it does not age. A past event decays with its age (half-life a year), one
+    whose date went by meanwhile is at most 0.5, and a stale "for now" at most 0.3."""
+    if is_stale(content, learned_at, now):
+        return STALE_PRIORITY
+    if effective_time_kind(content, now) is not TimeKind.PAST:
+        return 1.0
     age = max(timedelta(0), now - learned_at)
     decayed: float = max(PRIORITY_FLOOR, float(0.5 ** (age / DECAY_HALF_LIFE)))
-    if is_stale(content, learned_at, now):
-        return min(decayed, STALE_PRIORITY)
-    if (
-        effective_time_kind(content, now) is TimeKind.PAST
-        and content.time_kind is not TimeKind.PAST
-    ):
+    if content.time_kind is not TimeKind.PAST:
         return min(decayed, 0.5)
     return decayed
 

@@ -15,7 +15,11 @@ Invariants:
   brought back), ranked at least as high as the hit, and the smallest subset never
   cuts that current statement: the hit's score is the current statement's floor.
 - Records in conflict are returned together, both flagged.
-- Ranking only lowers decayed and stale records; it never drops one.
+- Ranking only lowers records whose time has passed (stale "for now", past events,
+  ``protocol.timeline.priority``); a permanent fact does not age, and nothing is dropped.
+- A hit needs absolute evidence (``protocol.retrieval.fusion``): when no record reaches
+  the fitted floor, the answer is empty. The smallest subset keeps every hit scoring
+  within the fitted share of the best one, so a multi-record answer stays whole.
 """
 
 from __future__ import annotations
@@ -28,12 +32,10 @@ from protocol import timeline
 from protocol.confidence import compute
 from protocol.errors import StepOrderError
 from protocol.model import ContentType, EpistemicState, LifeArea, LifecycleState, Sensitivity
+from protocol.retrieval.fusion import relevances
 from protocol.retrieval.question import is_factual_question
 from protocol.retrieval.task import Candidate, Relation, SearchHits, Task
 
-RELEVANCE_FLOOR = 0.30  # hybrid relevance below which nothing is a hit
-VECTOR_WEIGHT = 1.0
-LEXICAL_WEIGHT = 0.10  # chosen on the evaluation set (docs/retrieval.md)
 RELATION_WEIGHT: Mapping[Relation, float] = {
     Relation.SUPERSEDES: 0.9,
     Relation.CONFLICT: 0.9,
@@ -41,7 +43,6 @@ RELATION_WEIGHT: Mapping[Relation, float] = {
     Relation.EPISODE: 0.5,
     Relation.PROJECT: 0.3,
 }
-RELATIVE_CUT = 0.60  # smallest subset: keep what scores at least this share of the best
 
 _SEAL = object()
 
@@ -232,9 +233,10 @@ def opinion_filter(stage: PolicyCleared) -> OpinionFiltered:
 # -- 5. search ---------------------------------------------------------------------
 
 
-def relevance(lexical: float, vector: float) -> float:
-    """Hybrid relevance of a direct hit: cosine plus a share of the normalised text score."""
-    return VECTOR_WEIGHT * max(vector, 0.0) + LEXICAL_WEIGHT * lexical
+def lexical_only(lexical: float) -> float:
+    """Relevance when no vectors could be asked (a model being rebuilt, evaluation):
+    the bm25 score squashed into (0, 1), absolute, never normalised by the query."""
+    return lexical / (1.0 + lexical) if lexical > 0 else 0.0
 
 
 def current_of(
@@ -264,7 +266,12 @@ def search(stage: OpinionFiltered, hits: SearchHits) -> Searched:
     s: OpinionFiltered = _expect("search", stage, OpinionFiltered, "opinion_filter")
     eligible = s.by_id()
     outdated = {c.record_id: c for c in s.outdated}
-    top_lexical = max(hits.lexical.values(), default=0.0)
+    passed = eligible.keys() | outdated.keys()  # the floor reads only what passed steps 1-4
+    fused = relevances(
+        s.task.ranking,
+        {k: v for k, v in hits.lexical.items() if k in passed},
+        {k: v for k, v in hits.vector.items() if k in passed},
+    )
     scored: dict[str, Scored] = {}
     found_by: dict[str, list[tuple[str, float]]] = {}
     for record_id in sorted(set(hits.lexical) | set(hits.vector)):
@@ -272,14 +279,14 @@ def search(stage: OpinionFiltered, hits: SearchHits) -> Searched:
         old = outdated.get(record_id) if c is None else None
         if c is None and old is None:
             continue  # the index knows it; the authoritative state says no
-        lex = hits.lexical.get(record_id, 0.0) / top_lexical if top_lexical > 0 else 0.0
+        lex = hits.lexical.get(record_id, 0.0)
         vec = hits.vector.get(record_id, 0.0)
         if hits.vector_searched:
-            score = relevance(lex, vec)
-            if score < RELEVANCE_FLOOR:
-                continue  # a common word alone, or a distant neighbour, is not a hit
+            if record_id not in fused:
+                continue  # below the fitted floor: a common word or a distant neighbour
+            score = fused[record_id][0]
         else:
-            score = lex  # no vectors to ask (evaluation, or a model being rebuilt)
+            score = lexical_only(lex)  # no vectors to ask
             if score <= 0.0:
                 continue
         if old is not None:
@@ -326,9 +333,17 @@ def search(stage: OpinionFiltered, hits: SearchHits) -> Searched:
 
 
 def weight(c: Candidate, task: Task) -> float:
-    """Priority (decay, staleness, time kind) times confidence; in (0, 1], never zero."""
+    """Priority (time kind: only records whose time has passed lose it) times confidence;
+    in (0, 1], never zero. A record's time counts from when its current words were said
+    (a correction restates a "for now" record; it is not stale for its old words' age)."""
     assert c.content is not None and c.learned_at is not None
-    priority = timeline.priority(c.content, c.learned_at, task.now)
+    content = c.content
+    since = max(c.learned_at, c.said_on) if c.said_on is not None else c.learned_at
+    if content.expected_end is not None and content.expected_end < since:
+        # words said after the end they inherited (a correction keeps its record's
+        # fields): "for now" counts again from when they were said
+        content = content.model_copy(update={"expected_end": None})
+    priority = timeline.priority(content, since, task.now)
     confidence = compute(c.content, c.lifecycle, task.now).score
     return priority * (0.75 + 0.25 * confidence)
 
@@ -390,14 +405,16 @@ def chain_companions(hit: Scored, outdated: Mapping[str, Candidate]) -> list[Can
 
 
 def smallest_subset(stage: Ranked) -> Selected:
-    """Step 7: the best records within ``RELATIVE_CUT`` of the top, up to the task's limit;
+    """Step 7: the best records within the fitted ``close`` share of the top score (every
+    record scoring close to the answer, so a multi-record answer stays whole), up to the
+    task's limit;
     each brings the records in conflict with it and the outdated records of its chain
     (``chain_companions``). A chain's current statement is never cut when an outdated
     record of the chain was the hit: it carries the hit's score (``rank``)."""
     s: Ranked = _expect("smallest_subset", stage, Ranked, "rank")
     if not s.scored:
         return _make(Selected, s.task, s.records, outdated=s.outdated, factual=s.factual)
-    cut = s.scored[0].score * RELATIVE_CUT
+    cut = s.scored[0].score * s.task.ranking.close
     chosen = [h for h in s.scored if h.score >= cut][: s.task.limit]
     eligible = s.by_id()
     outdated = {c.record_id: c for c in s.outdated}

@@ -12,6 +12,8 @@ from datetime import datetime
 from enum import StrEnum
 
 from protocol.model import LifeArea, LifecycleState, RecordContent, Sensitivity
+from protocol.retrieval.fitted import RANKING
+from protocol.retrieval.fusion import Ranking
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -26,6 +28,7 @@ class Task:
     factual: bool | None = None  # None: decided from the query (protocol.retrieval.question)
     consents: frozenset[Sensitivity] = frozenset()
     limit: int = 5
+    ranking: Ranking = RANKING  # the fitted numbers; evaluation may pass others
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

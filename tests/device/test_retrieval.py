@@ -300,7 +300,10 @@ def test_a_follow_up_is_found_by_its_context_and_shown_with_both_sentences(
     )
     [hit] = agent.recall("When is the school play?")
     assert hit.record_id == record and hit.text == WAIT
-    assert hit.lexical > 0  # its context's words are its words (protocol searchable_text)
+    # its context's words are its words (protocol searchable_text); the line shows the
+    # index's own bm25 score, never one normalised by the query's best (issue 20)
+    raw = search.lexical_hits(agent._debug_db(), "When is the school play?")
+    assert record in raw and hit.lexical == round(raw[record], 4)
     assert record in search.lexical_hits(agent._debug_db(), "school play")
     assert hit.line == (
         f'On 2026-03-01 at 09:30 you wrote: "{PLAY}" then at 09:32: "No wait, it\'s on the 17th."'

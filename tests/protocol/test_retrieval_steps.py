@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import re
 from datetime import UTC, datetime, timedelta
 
@@ -22,6 +23,8 @@ from protocol.model import (
 )
 from protocol.retrieval import pipeline, searchable_text, steps
 from protocol.retrieval.block import marked, present
+from protocol.retrieval.fitted import RANKING
+from protocol.retrieval.fusion import evidence
 from protocol.retrieval.question import is_factual_question
 from protocol.retrieval.steps import (
     InTaskArea,
@@ -187,22 +190,54 @@ def test_search_never_returns_an_index_hit_the_filters_removed() -> None:
     assert {h.record_id for h in found.scored} == {"rec_00000001"}
 
 
-def test_search_needs_enough_hybrid_relevance() -> None:
+def ev(vector: float, lexical: float = 0.0) -> float:
+    """The fitted evidence of a record with these raw index scores."""
+    return evidence(RANKING, lexical, vector)
+
+
+def cos_at(p: float) -> float:
+    """The cosine whose evidence, with no lexical match, is ``p``."""
+    return (math.log(p / (1 - p)) - RANKING.intercept) / RANKING.w_vector
+
+
+def test_a_question_no_record_answers_well_enough_gets_nothing() -> None:
     cands = [rec(1), rec(2), rec(3)]
+    below = cos_at(RANKING.floor) - 0.02
+    hits = SearchHits(lexical={"rec_00000001": 2.0}, vector={"rec_00000002": below})
+    assert search(first_four(task(), cands), hits).scored == ()  # empty: nothing relevant
     hits = SearchHits(
         lexical={"rec_00000001": 2.0},
-        vector={"rec_00000002": steps.RELEVANCE_FLOOR + 0.01, "rec_00000003": 0.1},
+        vector={"rec_00000002": cos_at(RANKING.floor) + 0.02, "rec_00000003": 0.1},
     )
     found = {h.record_id: h for h in search(first_four(task(), cands), hits).scored}
-    assert set(found) == {"rec_00000002"}  # a lexical match alone is not enough ...
-    hits = SearchHits(lexical={"rec_00000001": 2.0}, vector={"rec_00000001": 0.25})
-    found = {h.record_id: h for h in search(first_four(task(), cands), hits).scored}
-    assert set(found) == {"rec_00000001"}  # ... but it lifts a near neighbour over the floor
-    assert found["rec_00000001"].lexical == 1.0  # normalised by the best lexical score
+    assert set(found) == {"rec_00000001", "rec_00000002", "rec_00000003"}  # answered: ranked
+    assert found["rec_00000002"].relevance > found["rec_00000003"].relevance
+    assert found["rec_00000001"].lexical == 2.0  # the raw score: never normalised by the best
     lexical_only = SearchHits(lexical={"rec_00000001": 2.0}, vector_searched=False)
     assert [h.record_id for h in search(first_four(task(), cands), lexical_only).scored] == [
         "rec_00000001"
     ]
+
+
+@given(
+    st.floats(0.0, 1.0),
+    st.floats(0.0, 20.0),
+    st.dictionaries(st.sampled_from(["rec_00000002", "rec_00000003"]), st.floats(0.0, 30.0)),
+)
+def test_a_records_relevance_is_its_own_evidence_whatever_else_matches(
+    vector: float, lexical: float, others: dict[str, float]
+) -> None:
+    """No per-query normalisation: another record's lexical score (an incidental shared
+    word, or a strong match) never changes this record's relevance."""
+    cands = [rec(1), rec(2), rec(3)]
+    strong = {"rec_00000002": 1.0}  # an answered question, whatever record 1 scores
+    alone = SearchHits(lexical={"rec_00000001": lexical}, vector={"rec_00000001": vector, **strong})
+    crowd = SearchHits(
+        lexical={"rec_00000001": lexical, **others}, vector={"rec_00000001": vector, **strong}
+    )
+    a = {h.record_id: h for h in search(first_four(task(), cands), alone).scored}
+    b = {h.record_id: h for h in search(first_four(task(), cands), crowd).scored}
+    assert a["rec_00000001"].relevance == b["rec_00000001"].relevance == ev(vector, lexical)
 
 
 def test_search_pulls_in_related_records_below_the_hit() -> None:
@@ -219,24 +254,29 @@ def test_search_pulls_in_related_records_below_the_hit() -> None:
 # --- 6. ranking ---------------------------------------------------------------------
 
 
-def test_ranking_lowers_decayed_and_expired_records_but_keeps_them() -> None:
+def _kind(c: Candidate, kind: TimeKind) -> Candidate:
+    assert c.content is not None
+    content = c.content.model_copy(update={"time_kind": kind})
+    return Candidate(**{**{f: getattr(c, f) for f in c.__dataclass_fields__}, "content": content})
+
+
+def test_ranking_lowers_only_records_whose_time_has_passed_and_keeps_them() -> None:
     old = NOW - timedelta(days=900)
     cands = [
-        rec(1, learned=old),
+        rec(1, learned=old),  # a permanent fact said long ago: it does not age
         rec(2),
-        rec(3, "I am living in Oslo for now.", learned=old),
+        _kind(rec(3, "I am living in Oslo for now.", learned=old), TimeKind.FOR_NOW),  # stale
+        _kind(rec(4, "I ran a marathon in Oslo.", learned=old), TimeKind.PAST),  # a past event
     ]
-    cands[2] = Candidate(
-        **{
-            **{f: getattr(cands[2], f) for f in cands[2].__dataclass_fields__},
-            "content": cands[2].content.model_copy(update={"time_kind": TimeKind.FOR_NOW}),  # type: ignore[union-attr]
-        }
-    )
     hits = SearchHits(vector={c.record_id: 0.7 for c in cands})
     ranked = rank(search(first_four(task(), cands), hits))
-    order = [h.record_id for h in ranked.scored]
-    assert order[0] == "rec_00000002" and set(order) == {c.record_id for c in cands}
-    assert all(h.score > 0 for h in ranked.scored)
+    score = {h.record_id: h.score for h in ranked.scored}
+    assert score["rec_00000001"] == score["rec_00000002"]
+    assert (
+        score["rec_00000002"] > score["rec_00000004"]
+        and score["rec_00000002"] > score["rec_00000003"]
+    )
+    assert set(score) == {c.record_id for c in cands} and all(v > 0 for v in score.values())
 
 
 # --- 7. smallest subset -------------------------------------------------------------
@@ -244,19 +284,31 @@ def test_ranking_lowers_decayed_and_expired_records_but_keeps_them() -> None:
 
 def test_smallest_subset_keeps_only_what_scores_near_the_best() -> None:
     cands = [rec(i) for i in range(1, 6)]
+    top = ev(0.9)
     hits = SearchHits(
         vector={
             "rec_00000001": 0.9,
-            "rec_00000002": 0.85,
-            "rec_00000003": 0.4,
-            "rec_00000004": 0.35,
-            "rec_00000005": 0.31,
+            "rec_00000002": cos_at(top * RANKING.close * 1.5),  # close to the answer: kept
+            "rec_00000003": cos_at(top * RANKING.close * 0.5),  # far below it: cut
+            "rec_00000004": cos_at(top * RANKING.close * 0.4),
+            "rec_00000005": cos_at(top * RANKING.close * 0.3),
         }
     )
     chosen = smallest_subset(rank(search(first_four(task(limit=5), cands), hits)))
     assert [h.record_id for h in chosen.scored] == ["rec_00000001", "rec_00000002"]
     one = smallest_subset(rank(search(first_four(task(limit=1), cands), hits)))
     assert [h.record_id for h in one.scored] == ["rec_00000001"]
+
+
+def test_a_multi_record_answer_stays_whole() -> None:
+    """Issue 20: every record scoring close to the answer is kept, not only the best."""
+    cands = [rec(i) for i in range(1, 5)]
+    vector = {"rec_00000001": 0.62, "rec_00000002": 0.55, "rec_00000003": 0.5}
+    vector["rec_00000004"] = cos_at(ev(0.62) * RANKING.close * 0.5)
+    chosen = smallest_subset(
+        rank(search(first_four(task(limit=5), cands), SearchHits(vector=vector)))
+    )
+    assert [h.record_id for h in chosen.scored] == ["rec_00000001", "rec_00000002", "rec_00000003"]
 
 
 def test_conflicting_records_come_back_together_and_outdated_ones_beside_the_new() -> None:
@@ -315,8 +367,8 @@ def where(cands: list[Candidate], hits: SearchHits, **kw: object) -> steps.Selec
 
 
 def test_a_hit_on_an_outdated_record_brings_its_current_statement_first() -> None:
-    # only the old words match: the correction itself is no hit at all
-    hits = SearchHits(vector={"rec_00000001": 0.8, "rec_00000002": 0.1})
+    # only the old words match: the correction itself is no hit at all (no index proposes it)
+    hits = SearchHits(vector={"rec_00000001": 0.8})
     chosen = where(chain(), hits)
     assert [(h.record_id, h.outdated) for h in chosen.scored] == [
         ("rec_00000002", False),
@@ -324,11 +376,11 @@ def test_a_hit_on_an_outdated_record_brings_its_current_statement_first() -> Non
     ]
     current, old = chosen.scored
     assert current.via == ("rec_00000001", Relation.SUPERSEDES)
-    assert current.found_by == (("rec_00000001", 0.8),) and old.pulled_in_by == "rec_00000002"
+    assert current.found_by == (("rec_00000001", ev(0.8)),) and old.pulled_in_by == "rec_00000002"
     # ranked at least as high as the hit that found it would have been
     ranked = rank(search(first_four(task(query="Where do I live?"), chain()), hits))
     rome = chain()[0]
-    assert ranked.scored[0].score >= 0.8 * steps.weight(rome, ranked.task)
+    assert ranked.scored[0].score >= ev(0.8) * steps.weight(rome, ranked.task)
     block = present(chosen)
     labels = "[personal_fact | said | You told me | "
     assert [line.line for line in block.lines] == [
@@ -342,7 +394,7 @@ def test_a_hit_on_an_outdated_record_brings_its_current_statement_first() -> Non
 def test_the_smallest_subset_never_cuts_the_current_statement_of_a_hit_chain() -> None:
     cands = [*chain(), rec(3, "My sister lives in Lisbon.")]
     # today's correction scores low on its own words, far below the cut of the best hit
-    below_cut = 0.9 * steps.RELATIVE_CUT - 0.05  # a distractor the cut drops
+    below_cut = cos_at(ev(0.9) * RANKING.close * 0.9)  # a distractor the cut drops
     hits = SearchHits(vector={"rec_00000001": 0.9, "rec_00000002": 0.32, "rec_00000003": below_cut})
     assert [(h.record_id, h.outdated) for h in where(cands, hits).scored] == [
         ("rec_00000002", False),
@@ -352,7 +404,7 @@ def test_the_smallest_subset_never_cuts_the_current_statement_of_a_hit_chain() -
     assert [h.record_id for h in one.scored] == ["rec_00000002", "rec_00000001"]
     # the current statement's own hit keeps its words' scores, at the old hit's relevance
     [current] = [h for h in where(cands, hits).scored if h.record_id == "rec_00000002"]
-    assert current.relevance == 0.9 and current.vector == 0.32 and current.via is None
+    assert current.relevance == ev(0.9) and current.vector == 0.32 and current.via is None
 
 
 def test_a_chain_is_walked_to_its_current_statement() -> None:
@@ -675,9 +727,10 @@ def test_an_outdated_line_only_ever_follows_its_chains_current_statement(
             for other in c.conflicts_with:  # conflicts come together
                 if other in eligible:
                     assert other in position
+    answered = any(ev(v) >= RANKING.floor for k, v in vector.items() if k in eligible | outdated)
     for old, score in vector.items():  # an outdated hit's current statement is never cut
         c = by_id.get(old)
-        if c is None or old not in outdated or score < steps.RELEVANCE_FLOOR:
+        if c is None or old not in outdated or not answered:
             continue
         current = steps.current_of(c, eligible, outdated)
         if current is None:

@@ -4,6 +4,9 @@ from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
 
+from hypothesis import given
+from hypothesis import strategies as st
+
 from protocol import strongauth
 from protocol.confidence import ConfidenceClass
 from protocol.explain import explain
@@ -60,10 +63,19 @@ def test_for_now_asks_then_goes_stale_but_only_drops_priority() -> None:
     assert 0 < stale < fresh <= 1
 
 
-def test_decay_lowers_priority_and_never_reaches_zero() -> None:
-    record = _content()
-    values = [priority(record, T0, T0 + timedelta(days=d)) for d in (0, 100, 1000, 100_000)]
-    assert values == sorted(values, reverse=True) and values[-1] > 0
+@given(st.integers(0, 100_000), st.integers(0, 100_000))
+def test_only_records_whose_time_has_passed_decay_and_never_to_zero(a: int, b: int) -> None:
+    """Issue 20: a permanent fact does not age (a five-month-old fact is worth a new one);
+    a past event decays with age, never to zero."""
+    younger, older = sorted((a, b))
+    fact = _content(text="My blood type is O negative.", time_kind=TimeKind.PERMANENT)
+    assert priority(fact, T0, T0 + timedelta(days=older)) == 1.0
+    event = _content(text="I broke my wrist skiing.", time_kind=TimeKind.PAST)
+    young = priority(event, T0, T0 + timedelta(days=younger))
+    old = priority(event, T0, T0 + timedelta(days=older))
+    assert 0 < old <= young <= 1
+    if older - younger >= 365 and younger < 365:
+        assert old < young
 
 
 def test_as_of_reads() -> None:
