@@ -25,14 +25,14 @@ from __future__ import annotations
 
 import os
 import threading
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 from typing import Any, Protocol
 
 import numpy as np
 import numpy.typing as npt
 
-from device import store
+from device import store, version_cache
 from device.db import Database
 from device.embedder import MODEL_DIR_ENV, default_embedder
 from device.vector_index import VectorIndex
@@ -62,7 +62,7 @@ _assigned_lock = threading.Lock()
 
 
 def _path_key(path: Path | str) -> str:
-    return str(Path(path).resolve())
+    return version_cache.database_key(path)
 
 
 def assign_embedder(db_path: Path, embedder: TextEmbedder | None) -> None:
@@ -87,14 +87,14 @@ def embedder_for(db: Database) -> TextEmbedder:
         assigned = assigned_embedder(db.path)
         if assigned is not None:
             return assigned
-    configured = os.environ.get(MODEL_DIR_ENV)
-    embedder = _default.get(configured)
+    known = (os.environ.get(MODEL_DIR_ENV), default_embedder)
+    embedder = _default.get(known)
     if embedder is None:  # resolving the model folder costs a few syscalls: once
-        embedder = _default[configured] = default_embedder()
+        embedder = _default[known] = default_embedder()
     return embedder
 
 
-_default: dict[str | None, TextEmbedder] = {}
+_default: dict[tuple[str | None, Callable[[], TextEmbedder]], TextEmbedder] = {}
 
 
 def search_key(db: Database) -> bytes:
@@ -337,27 +337,47 @@ def vector_hits(db: Database, query: str, limit: int = VECTOR_LIMIT) -> dict[str
     return dict(m.nearest(np.asarray(q), limit))
 
 
+RELATED_TERMS_PER_STATEMENT = 40
+
+
+def _holders(db: Database, blinded: Sequence[str], limit: int) -> list[list[str]]:
+    """For each blinded term, the record ids of its first ``limit`` FTS5 rows, sorted:
+    one statement per ``RELATED_TERMS_PER_STATEMENT`` terms (a UNION ALL of bounded
+    subqueries), not one per term."""
+    out: list[list[str]] = [[] for _ in blinded]
+    step = RELATED_TERMS_PER_STATEMENT
+    for start in range(0, len(blinded), step):
+        part = blinded[start : start + step]
+        sql = " UNION ALL ".join(
+            f"SELECT {start + j}, record_id FROM records WHERE rowid IN "
+            "(SELECT rowid FROM record_fts WHERE record_fts MATCH ? LIMIT ?)"
+            for j in range(len(part))
+        )
+        params: list[Any] = []
+        for term in part:
+            params.extend((term, limit))
+        for row in db.all(sql, params):
+            out[int(row[0])].append(row[1])
+    return [sorted(ids) for ids in out]
+
+
 def related(
     db: Database, contents: dict[str, RecordContent], limit: int = RELATED_LIMIT
 ) -> dict[str, list[tuple[str, Relation]]]:
     """Records that share a person, project or source episode with each given record:
     the first ``limit`` per term in index order (FTS5 stops there; no sort over every
-    record that names, say, "sister")."""
+    record that names, say, "sister"), every term read in one batch (``_holders``)."""
     key = search_key(db)
-    holders: dict[str, list[str]] = {}
+    terms = {record_id: relation_terms(content) for record_id, content in sorted(contents.items())}
+    unique = list(dict.fromkeys(t for ts in terms.values() for t in ts))
+    if not unique:
+        return {}
+    found = _holders(db, [lexical.blind(t, key) for t in unique], limit + 1)
+    holders = dict(zip(unique, found, strict=True))
     out: dict[str, list[tuple[str, Relation]]] = {}
-    for record_id, content in sorted(contents.items()):
+    for record_id, record_terms in terms.items():
         links: list[tuple[str, Relation]] = []
-        for term in relation_terms(content):
-            if term not in holders:
-                holders[term] = sorted(
-                    row[0]
-                    for row in db.all(
-                        "SELECT record_id FROM records WHERE rowid IN (SELECT rowid FROM "
-                        "record_fts WHERE record_fts MATCH ? LIMIT ?)",
-                        (lexical.blind(term, key), limit + 1),
-                    )
-                )
+        for term in record_terms:
             kind = relation_of(term)
             links.extend((other, kind) for other in holders[term] if other != record_id)
         if links:

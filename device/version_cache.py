@@ -17,6 +17,7 @@ Invariants:
 
 from __future__ import annotations
 
+import functools
 import threading
 from collections import OrderedDict
 from collections.abc import Iterable
@@ -24,7 +25,7 @@ from pathlib import Path
 
 from protocol.model import RecordContent
 
-CAPACITY = 20_000  # opened versions kept per process (a few KB each)
+CAPACITY = 10_000  # opened versions kept per process (~6.5 KB each, so ~65 MB at most)
 
 Key = tuple[str, str, int, str]  # database, record id, version, key id
 
@@ -34,9 +35,15 @@ _by_record: dict[tuple[str, str], set[Key]] = {}
 _by_key: dict[tuple[str, str], set[Key]] = {}
 
 
-def database_key(path: Path | str) -> str:
-    """How a database file is named in the cache (its resolved path)."""
+@functools.lru_cache(maxsize=256)
+def _resolved(path: str) -> str:
     return str(Path(path).resolve())
+
+
+def database_key(path: Path | str) -> str:
+    """How a database file is named in the cache (its resolved path; a key already
+    resolved names itself)."""
+    return _resolved(str(path))
 
 
 def get(key: Key) -> RecordContent | None:
