@@ -118,6 +118,16 @@ def quality(folder: Path, smoke: bool) -> dict[str, Any]:
 # --- latency on big stores ----------------------------------------------------------
 
 
+# the 50-word vocabulary other benches (bench/spaces.py) still fill stores with; the
+# latency figures use the grammar of bench/sentences.py instead
+WORDS = (
+    "garden bike trip north coffee sister office dentist flight train book piano recipe "
+    "marathon budget rent invoice doctor allergy vacation beach mountain cousin meeting "
+    "project deadline salary gym yoga painting guitar bakery market lisbon oslo duluth "
+    "kyoto lima tea soup pasta dog cat apartment car insurance tax class exam thesis"
+).split()
+
+
 def _sentence(rng: random.Random) -> str:
     return sentences.sentence(rng)
 
