@@ -14,7 +14,8 @@ Invariants:
   ``search_state.generation``, a random token every index write sets; a write in this
   process updates the matrix in place when it was current, and any generation it did
   not follow makes the next query rebuild it, so a query never reads a matrix that
-  misses a change. A dropped record's row leaves the matrix in the same call.
+  misses a change. A dropped record's row leaves the matrix in the same call. The
+  memo of relation-term holders (record ids) is keyed by the same generation.
 - A database embeds with the process's default model (``device.embedder``) unless a
   tester assigned it another embedder (``assign_embedder``, by database path, e.g. the
   simulator's stub where retrieval is not under test); every vector names the model
@@ -344,12 +345,14 @@ def _holders(db: Database, blinded: Sequence[str], limit: int) -> list[list[str]
     """For each blinded term, the record ids of its first ``limit`` FTS5 rows, sorted:
     one statement per ``RELATED_TERMS_PER_STATEMENT`` terms (a UNION ALL of bounded
     subqueries), not one per term."""
-    out: list[list[str]] = [[] for _ in blinded]
+    memo = _holders_memo(db, limit)
+    wanted = [term for term in dict.fromkeys(blinded) if term not in memo]
+    found: dict[str, list[str]] = {term: [] for term in wanted}
     step = RELATED_TERMS_PER_STATEMENT
-    for start in range(0, len(blinded), step):
-        part = blinded[start : start + step]
+    for start in range(0, len(wanted), step):
+        part = wanted[start : start + step]
         sql = " UNION ALL ".join(
-            f"SELECT {start + j}, record_id FROM records WHERE rowid IN "
+            f"SELECT {j}, record_id FROM records WHERE rowid IN "
             "(SELECT rowid FROM record_fts WHERE record_fts MATCH ? LIMIT ?)"
             for j in range(len(part))
         )
@@ -357,8 +360,27 @@ def _holders(db: Database, blinded: Sequence[str], limit: int) -> list[list[str]
         for term in part:
             params.extend((term, limit))
         for row in db.all(sql, params):
-            out[int(row[0])].append(row[1])
-    return [sorted(ids) for ids in out]
+            found[part[int(row[0])]].append(row[1])
+    with _indexes_lock:
+        for term, ids in found.items():
+            memo[term] = tuple(sorted(ids))
+    return [list(memo[term]) for term in blinded]
+
+
+HOLDERS_MEMO_TERMS = 50_000
+_HOLDERS: dict[str, tuple[int, int, dict[str, tuple[str, ...]]]] = {}
+
+
+def _holders_memo(db: Database, limit: int) -> dict[str, tuple[str, ...]]:
+    """Per process and database, the holders of each blinded relation term already looked
+    up at the current ``generation`` (record ids only, re-read as candidates anyway):
+    every index write moves the generation and so empties it."""
+    key, gen = _path_key(db.path), generation(db)
+    with _indexes_lock:
+        held = _HOLDERS.get(key)
+        if held is None or held[0] != gen or held[1] != limit or len(held[2]) > HOLDERS_MEMO_TERMS:
+            held = _HOLDERS[key] = (gen, limit, {})
+        return held[2]
 
 
 def related(

@@ -275,3 +275,19 @@ def shared_store(tmp_path_factory: pytest.TempPathFactory) -> object:
     yield agent
     agent.close()
     _SHARED.clear()
+
+
+def test_relation_lookups_follow_every_index_write(make_agent: MakeAgent) -> None:
+    """The per-generation memo of relation-term holders never misses a write."""
+    agent = make_agent()
+    first = told(agent, "My sister Priya lives in Lisbon.")
+    db = agent._db
+    content = retrieval.candidate(db, first, {})
+    assert content is not None and content.content is not None
+    before = search.related(db, {first: content.content})
+    second = told(agent, "My sister Priya plays the cello.", "c2")
+    after = search.related(db, {first: content.content})
+    assert all(second not in [o for o, _ in links] for links in before.values())
+    assert second in [o for o, _ in after.get(first, [])]
+    agent.forget_permanently(second)
+    assert second not in [o for o, _ in search.related(db, {first: content.content}).get(first, [])]
