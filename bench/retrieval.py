@@ -5,7 +5,9 @@ into a real device (say + remember each sentence, then the corrections), and eve
 query runs through the pipeline three ways: lexical only, vector only, hybrid.
 recall@k and MRR are read from the ranked list (step 6); the smallest subset (step 7)
 is reported as its own recall and average size. Speed: retrieval latency p50/p95 on
-stores of growing size, and nothing here asserts a timing.
+stores of growing size of varied sentences (``bench.sentences``), beside a floor measured
+in the same run, alternating (embed the query, scan the int8 matrix, one FTS5 query);
+nothing here asserts a timing.
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ from typing import Any
 
 import numpy as np
 
+from bench import sentences
 from device import retrieval, search
 from device.agent import DeviceAgent
 from device.embedder import default_embedder
@@ -114,6 +117,9 @@ def quality(folder: Path, smoke: bool) -> dict[str, Any]:
 
 # --- latency on big stores ----------------------------------------------------------
 
+
+# the 50-word vocabulary other benches (bench/spaces.py) still fill stores with; the
+# latency figures use the grammar of bench/sentences.py instead
 WORDS = (
     "garden bike trip north coffee sister office dentist flight train book piano recipe "
     "marathon budget rent invoice doctor allergy vacation beach mountain cousin meeting "
@@ -123,11 +129,7 @@ WORDS = (
 
 
 def _sentence(rng: random.Random) -> str:
-    """A word salad whose first words differ, so no two share a subject (a shared
-    beginning would make the newer supersede the older, unlike real memories)."""
-    first, second = rng.sample(WORDS, 2)
-    rest = " ".join(rng.choice(WORDS) for _ in range(rng.randint(4, 9)))
-    return f"My {first} {rng.randrange(10**6)} {second} {rest}."
+    return sentences.sentence(rng)
 
 
 @contextmanager
@@ -151,28 +153,95 @@ def fast_vectors() -> Iterator[None]:
 
 
 def fill(agent: DeviceAgent, n: int, seed: int = 3, batch: int = 2000) -> None:
+    """Add ``n`` varied sentences, each said and remembered as a record on a subject of
+    its own (the bench measures reading a big store, not relating statements: a grammar's
+    shared openings would make most records corrections or conflicts of each other)."""
     rng = random.Random(seed)
+    types = [t for t in ContentType if t is not ContentType.OPINION]
     done = 0
     with fast_vectors():
         while done < n:
             with agent._db.atomic():  # one commit per batch (nested ops become savepoints)
                 for i in range(done, min(n, done + batch)):
                     text = _sentence(rng)
-                    agent.say(text, f"f{i}")
-                    agent.remember(text, f"f{i}")
+                    agent.say(text, f"f{seed}-{i}")
+                    agent.remember(
+                        text,
+                        f"f{seed}-{i}",
+                        content_type=types[i % len(types)],
+                        subject=f"bench {seed} {i}",
+                    )
             done = min(n, done + batch)
 
 
+QUESTIONS = (
+    "Where does my sister live?",
+    "What am I allergic to?",
+    "Which food do I love on weekends?",
+    "What is the code for the garage door?",
+    "When did I fly to Kyoto?",
+    "Who taught me pottery?",
+    "How much do I pay for insurance each month?",
+    "What did I lend to Marco?",
+    "When is my grandmother's birthday?",
+    "What does my cousin do for work?",
+)
+
+
+def _queries(rng: random.Random, n: int) -> list[str]:
+    """Half questions a user would ask, half sentences of the store's own grammar."""
+    return [QUESTIONS[i % len(QUESTIONS)] if i % 2 else _sentence(rng) for i in range(n)]
+
+
+def floor_query(agent: DeviceAgent, query: str) -> None:
+    """What no recall can do without: embed the query, scan the int8 matrix, and one
+    bounded FTS5 query, on the same SQLCipher store."""
+    db = agent._db
+    q = search.embedder_for(db).embed([query])[0]
+    search.vector_index(db).nearest(np.asarray(q), search.VECTOR_LIMIT)
+    search.lexical_hits(db, query)
+
+
+def _pct(values: list[float], p: float) -> float:
+    ordered = sorted(values)
+    return 1000 * ordered[min(len(ordered) - 1, int(len(ordered) * p))]
+
+
+def measure(agent: DeviceAgent, queries: list[str]) -> dict[str, float]:
+    """Recall (A) and the floor (B) on each query, alternating A B, after one warm-up of
+    each: wall-clock p50/p95 and CPU-time p50 of both, and their ratio."""
+    agent.recall(queries[0])
+    floor_query(agent, queries[0])
+    wall: dict[str, list[float]] = {"recall": [], "floor": []}
+    cpu: dict[str, list[float]] = {"recall": [], "floor": []}
+    for query in queries:
+        for name in ("recall", "floor"):
+            start, start_cpu = time.perf_counter(), time.process_time()
+            if name == "recall":
+                agent.recall(query)
+            else:
+                floor_query(agent, query)
+            wall[name].append(time.perf_counter() - start)
+            cpu[name].append(time.process_time() - start_cpu)
+    out = {
+        "p50_ms": _pct(wall["recall"], 0.5),
+        "p95_ms": _pct(wall["recall"], 0.95),
+        "cpu_p50_ms": _pct(cpu["recall"], 0.5),
+        "floor_p50_ms": _pct(wall["floor"], 0.5),
+        "floor_p95_ms": _pct(wall["floor"], 0.95),
+        "floor_cpu_p50_ms": _pct(cpu["floor"], 0.5),
+    }
+    out["p95_over_floor_p95"] = out["p95_ms"] / out["floor_p95_ms"]
+    out["p50_over_floor_p50"] = out["p50_ms"] / out["floor_p50_ms"]
+    return out
+
+
 def latency(folder: Path, sizes: list[int], queries: int) -> dict[str, Any]:
+    """p50/p95 of ``recall`` at each store size beside the floor measured in the same
+    run (``measure``); the store grows from one size to the next."""
     out: dict[str, Any] = {}
     agent = DeviceAgent.create(folder, PASSPHRASE, device_name="latency")
     rng = random.Random(11)
-    asked = [
-        "Where did my sister go on vacation?",
-        "What do I eat at the bakery?",
-        "When is the thesis deadline?",
-        "Which doctor treats my allergy?",
-    ]
     try:
         have = 0
         for size in sizes:
@@ -182,17 +251,10 @@ def latency(folder: Path, sizes: list[int], queries: int) -> dict[str, Any]:
             start = time.perf_counter()
             agent.recall("warm up the vector matrix")
             cold = time.perf_counter() - start
-            times = []
-            for i in range(queries):
-                query = asked[i % len(asked)] if i % 2 else _sentence(rng)
-                start = time.perf_counter()
-                agent.recall(query)
-                times.append(time.perf_counter() - start)
-            times.sort()
             out[str(size)] = {
-                "p50_ms": 1000 * times[len(times) // 2],
-                "p95_ms": 1000 * times[min(len(times) - 1, int(len(times) * 0.95))],
+                **measure(agent, _queries(rng, queries)),
                 "cold_ms": 1000 * cold,
+                "vocabulary": sentences.vocabulary(),
                 "db_mb": sum(
                     p.stat().st_size
                     for p in (agent._db.path, agent._db.path.with_name("device.db-wal"))

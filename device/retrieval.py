@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from device import catalog, search, store
+from device import batch, catalog, search, store
 from device.db import Database
 from device.reading import held, is_active, live_conflicts, said_on
 from device.views import RecallHit
@@ -79,6 +79,17 @@ def candidate(db: Database, record_id: str, projects: dict[str, bool]) -> Candid
 def _load(
     db: Database, ids: Iterable[str], into: dict[str, Candidate], projects: dict[str, bool]
 ) -> None:
+    """Add the candidates of the ids not yet in ``into``, read in one batch."""
+    wanted = {i for i in ids if i not in into}
+    if wanted:
+        found = batch.candidates(db, wanted, projects)
+        into.update((i, found[i]) for i in sorted(found))
+
+
+def _load_one_by_one(
+    db: Database, ids: Iterable[str], into: dict[str, Candidate], projects: dict[str, bool]
+) -> None:
+    """The reference path the batch read is tested against: one record at a time."""
     for record_id in sorted(set(ids) - set(into)):
         c = candidate(db, record_id, projects)
         if c is not None:
@@ -109,17 +120,23 @@ def task_for(
 
 
 def gather(
-    db: Database, task: Task, *, lexical: bool = True, vector: bool = True
+    db: Database,
+    task: Task,
+    *,
+    lexical: bool = True,
+    vector: bool = True,
+    one_by_one: bool = False,
 ) -> tuple[list[Candidate], SearchHits]:
     """What the indexes propose, and the authoritative state of every record involved:
     hits, records related to them, and their companions (``lexical``/``vector`` switch
-    an index off, for evaluation)."""
+    an index off, for evaluation; ``one_by_one`` reads each record alone, the reference
+    the batch read is tested against)."""
     if not task.personalized or task.limit <= 0:
         return [], SearchHits()
     projects = catalog.projects(db)
 
     def load(ids: Iterable[str], into: dict[str, Candidate]) -> None:
-        _load(db, ids, into, projects)
+        (_load_one_by_one if one_by_one else _load)(db, ids, into, projects)
 
     return gather_records(
         lexical=search.lexical_hits(db, task.query) if lexical else {},

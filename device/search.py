@@ -10,8 +10,12 @@ Invariants:
   which also merges the FTS5 segments (``merge_if_needed``) before it commits.
 - An index only proposes ids with scores; ``device.retrieval`` re-reads each record's
   authoritative state and the pipeline decides. Reading never writes.
-- The in-memory vector matrix is keyed by ``search_state.generation``, bumped by
-  every index write, so a query never reads a matrix that misses a change.
+- The in-memory vector matrix (``device.vector_index``) is keyed by
+  ``search_state.generation``, a random token every index write sets; a write in this
+  process updates the matrix in place when it was current, and any generation it did
+  not follow makes the next query rebuild it, so a query never reads a matrix that
+  misses a change. A dropped record's row leaves the matrix in the same call. The
+  memo of relation-term holders (record ids) is keyed by the same generation.
 - A database embeds with the process's default model (``device.embedder``) unless a
   tester assigned it another embedder (``assign_embedder``, by database path, e.g. the
   simulator's stub where retrieval is not under test); every vector names the model
@@ -20,18 +24,19 @@ Invariants:
 
 from __future__ import annotations
 
+import os
 import threading
-from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 from typing import Any, Protocol
 
 import numpy as np
 import numpy.typing as npt
 
-from device import store
+from device import store, version_cache
 from device.db import Database
-from device.embedder import default_embedder
+from device.embedder import MODEL_DIR_ENV, default_embedder
+from device.vector_index import VectorIndex
 from protocol.embedding import DIM
 from protocol.model import LifecycleState, RecordContent
 from protocol.retrieval import lexical, searchable_text, vectors
@@ -58,7 +63,7 @@ _assigned_lock = threading.Lock()
 
 
 def _path_key(path: Path | str) -> str:
-    return str(Path(path).resolve())
+    return version_cache.database_key(path)
 
 
 def assign_embedder(db_path: Path, embedder: TextEmbedder | None) -> None:
@@ -83,7 +88,14 @@ def embedder_for(db: Database) -> TextEmbedder:
         assigned = assigned_embedder(db.path)
         if assigned is not None:
             return assigned
-    return default_embedder()
+    known = (os.environ.get(MODEL_DIR_ENV), default_embedder)
+    embedder = _default.get(known)
+    if embedder is None:  # resolving the model folder costs a few syscalls: once
+        embedder = _default[known] = default_embedder()
+    return embedder
+
+
+_default: dict[tuple[str | None, Callable[[], TextEmbedder]], TextEmbedder] = {}
 
 
 def search_key(db: Database) -> bytes:
@@ -94,8 +106,11 @@ def generation(db: Database) -> int:
     return int(db.one("SELECT generation FROM search_state")[0])
 
 
-def _bump(db: Database) -> None:
-    db.execute("UPDATE search_state SET generation = generation + 1")
+def _bump(db: Database) -> int:
+    """Move the index to a new generation: a random token (never ``+ 1``), so a rolled-back
+    write's generation is never reached again by another writer; returns it."""
+    db.execute("UPDATE search_state SET generation = random()")
+    return generation(db)
 
 
 def _rowid(db: Database, record_id: str) -> int | None:
@@ -115,10 +130,11 @@ def _unindex(db: Database, record_id: str) -> None:
 
 def drop(db: Database, record_id: str) -> None:
     """Delete every index row of a record (shredding; the caller holds the transaction
-    and calls ``merge_if_needed`` before it commits)."""
+    and calls ``merge_if_needed`` before it commits); its row leaves the in-memory matrix."""
+    before = generation(db)
     _unindex(db, record_id)
     db.execute("UPDATE search_state SET needs_merge = 1")
-    _bump(db)
+    _follow(db, before, _bump(db), None, [(record_id, None)])
 
 
 def merge_if_needed(db: Database) -> None:
@@ -135,13 +151,24 @@ def document_for(content: RecordContent, key: bytes) -> str:
     return lexical.document(lexical.blind_all(plain, key))
 
 
-def index(db: Database, items: Sequence[tuple[str, int, RecordContent]]) -> None:
-    """(Re)index records at the given current versions, embedding them in one batch."""
-    if not items:
+def index(
+    db: Database,
+    items: Sequence[tuple[str, int, RecordContent]],
+    *,
+    unindexed: Sequence[str] = (),
+    before: int | None = None,
+) -> None:
+    """(Re)index records at the given current versions, embedding them in one batch
+    (``unindexed``: records whose index rows the caller already deleted since generation
+    ``before``; the in-memory matrix follows both)."""
+    if not items and not unindexed:
         return
+    if before is None:
+        before = generation(db)
     key = search_key(db)
     embedder = embedder_for(db)
     embedded = embedder.embed([searchable_text(content) for _, _, content in items])
+    changes: list[tuple[str, bytes | None]] = [(record_id, None) for record_id in unindexed]
     for (record_id, version, content), vector in zip(items, embedded, strict=True):
         _unindex(db, record_id)
         rowid = _rowid(db, record_id)
@@ -154,11 +181,13 @@ def index(db: Database, items: Sequence[tuple[str, int, RecordContent]]) -> None
         db.execute(
             "INSERT INTO record_search (record_id, version) VALUES (?, ?)", (record_id, version)
         )
+        blob = vectors.pack(vector)
         db.execute(
             "INSERT INTO record_vectors (record_id, version, model_id, vector) VALUES (?, ?, ?, ?)",
-            (record_id, version, embedder.model_id, vectors.pack(vector)),
+            (record_id, version, embedder.model_id, blob),
         )
-    _bump(db)
+        changes.append((record_id, blob))
+    _follow(db, before, _bump(db), embedder.model_id, changes)
 
 
 def stale(
@@ -203,6 +232,8 @@ def catch_up(
     """Index what is stale (all records, or the ones named; at most ``limit``); the
     caller holds the transaction. Returns how many records were looked at."""
     items = []
+    before = generation(db)
+    gone: list[str] = []
     looked = stale(db, record_ids, other_models=other_models, limit=limit)
     for record_id, version in looked:
         row = store.version_row(db, record_id, version)
@@ -212,9 +243,10 @@ def catch_up(
             content = store.open_version(db, row)
         except Exception:  # a version whose key is gone has nothing to index
             _unindex(db, record_id)
+            gone.append(record_id)
             continue
         items.append((record_id, version, content))
-    index(db, items)
+    index(db, items, unindexed=gone, before=before)
     return len(looked)
 
 
@@ -236,52 +268,119 @@ def lexical_hits(db: Database, query: str, limit: int = LEXICAL_LIMIT) -> dict[s
     return {row[0]: float(row[1]) for row in rows}
 
 
-@dataclass(frozen=True, slots=True)
-class _Matrix:
-    path: str
-    generation: int
-    model_id: str
-    ids: tuple[str, ...]
-    matrix: vectors.Packed
+_INDEXES: dict[str, VectorIndex] = {}
+_indexes_lock = threading.Lock()
 
 
-_CACHE: dict[str, _Matrix] = {}
+def _follow(
+    db: Database,
+    before: int,
+    after: int,
+    model_id: str | None,
+    changes: Sequence[tuple[str, bytes | None]],
+) -> None:
+    """Apply an index write to the in-memory matrix: removals always (a dropped row
+    never stays in memory), additions only if it was current at ``before`` (and of
+    ``model_id``); a matrix that was not is dropped, and the next query rebuilds it."""
+    key = _path_key(db.path)
+    with _indexes_lock:
+        m = _INDEXES.get(key)
+        if m is None:
+            return
+        for record_id, blob in changes:
+            if blob is None:
+                m.remove(record_id)
+        if m.generation != before or (model_id is not None and m.model_id != model_id):
+            del _INDEXES[key]
+            return
+        for record_id, blob in changes:
+            if blob is not None:
+                m.upsert(record_id, blob)
+        m.generation = after
 
 
-def _matrix(db: Database) -> _Matrix:
+def vector_index(db: Database) -> VectorIndex:
+    """The database's vectors of its model as one in-memory int8 matrix, current."""
     model_id = embedder_for(db).model_id
     gen = generation(db)
-    key = str(db.path)
-    cached = _CACHE.get(key)
-    if cached is not None and cached.generation == gen and cached.model_id == model_id:
-        return cached
+    key = _path_key(db.path)
+    with _indexes_lock:
+        cached = _INDEXES.get(key)
+        if cached is not None and cached.generation == gen and cached.model_id == model_id:
+            return cached
     rows = db.all(
         "SELECT record_id, vector FROM record_vectors WHERE model_id = ? ORDER BY record_id",
         (model_id,),
     )
-    dim = DIM
-    built = _Matrix(
-        key,
-        gen,
-        model_id,
-        tuple(r[0] for r in rows),
-        vectors.stack([bytes(r[1]) for r in rows], dim),
+    built = VectorIndex(
+        model_id, gen, [r[0] for r in rows], vectors.stack([bytes(r[1]) for r in rows], DIM)
     )
-    _CACHE[key] = built
+    with _indexes_lock:
+        _INDEXES[key] = built
     return built
 
 
 def forget_cache(db: Database) -> None:
-    _CACHE.pop(str(db.path), None)
+    """Drop (and overwrite) the database's in-memory matrix; the next query rebuilds it."""
+    with _indexes_lock:
+        old = _INDEXES.pop(_path_key(db.path), None)
+    if old is not None:
+        for record_id in old.ids():
+            old.remove(record_id)
 
 
 def vector_hits(db: Database, query: str, limit: int = VECTOR_LIMIT) -> dict[str, float]:
     """Record ids whose current version is nearest the query in meaning, by cosine."""
-    m = _matrix(db)
-    if not m.ids:
+    m = vector_index(db)
+    if not m.rows:
         return {}
     q = embedder_for(db).embed([query])[0]
-    return {m.ids[i]: score for i, score in vectors.nearest(m.matrix, np.asarray(q), limit)}
+    return dict(m.nearest(np.asarray(q), limit))
+
+
+RELATED_TERMS_PER_STATEMENT = 40
+
+
+def _holders(db: Database, blinded: Sequence[str], limit: int) -> list[list[str]]:
+    """For each blinded term, the record ids of its first ``limit`` FTS5 rows, sorted:
+    one statement per ``RELATED_TERMS_PER_STATEMENT`` terms (a UNION ALL of bounded
+    subqueries), not one per term."""
+    memo = _holders_memo(db, limit)
+    wanted = [term for term in dict.fromkeys(blinded) if term not in memo]
+    found: dict[str, list[str]] = {term: [] for term in wanted}
+    step = RELATED_TERMS_PER_STATEMENT
+    for start in range(0, len(wanted), step):
+        part = wanted[start : start + step]
+        sql = " UNION ALL ".join(
+            f"SELECT {j}, record_id FROM records WHERE rowid IN "
+            "(SELECT rowid FROM record_fts WHERE record_fts MATCH ? LIMIT ?)"
+            for j in range(len(part))
+        )
+        params: list[Any] = []
+        for term in part:
+            params.extend((term, limit))
+        for row in db.all(sql, params):
+            found[part[int(row[0])]].append(row[1])
+    with _indexes_lock:
+        for term, ids in found.items():
+            memo[term] = tuple(sorted(ids))
+    return [list(memo[term]) for term in blinded]
+
+
+HOLDERS_MEMO_TERMS = 50_000
+_HOLDERS: dict[str, tuple[int, int, dict[str, tuple[str, ...]]]] = {}
+
+
+def _holders_memo(db: Database, limit: int) -> dict[str, tuple[str, ...]]:
+    """Per process and database, the holders of each blinded relation term already looked
+    up at the current ``generation`` (record ids only, re-read as candidates anyway):
+    every index write moves the generation and so empties it."""
+    key, gen = _path_key(db.path), generation(db)
+    with _indexes_lock:
+        held = _HOLDERS.get(key)
+        if held is None or held[0] != gen or held[1] != limit or len(held[2]) > HOLDERS_MEMO_TERMS:
+            held = _HOLDERS[key] = (gen, limit, {})
+        return held[2]
 
 
 def related(
@@ -289,28 +388,18 @@ def related(
 ) -> dict[str, list[tuple[str, Relation]]]:
     """Records that share a person, project or source episode with each given record:
     the first ``limit`` per term in index order (FTS5 stops there; no sort over every
-    record that names, say, "sister")."""
+    record that names, say, "sister"), every term read in one batch (``_holders``)."""
     key = search_key(db)
-    holders: dict[str, list[str]] = {}
+    terms = {record_id: relation_terms(content) for record_id, content in sorted(contents.items())}
+    unique = list(dict.fromkeys(t for ts in terms.values() for t in ts))
+    if not unique:
+        return {}
+    found = _holders(db, [lexical.blind(t, key) for t in unique], limit + 1)
+    holders = dict(zip(unique, found, strict=True))
     out: dict[str, list[tuple[str, Relation]]] = {}
-    for record_id, content in sorted(contents.items()):
+    for record_id, record_terms in terms.items():
         links: list[tuple[str, Relation]] = []
-        for term in relation_terms(content):
-            if term not in holders:
-                rowids = [
-                    row[0]
-                    for row in db.all(
-                        "SELECT rowid FROM record_fts WHERE record_fts MATCH ? LIMIT ?",
-                        (lexical.blind(term, key), limit + 1),
-                    )
-                ]
-                marks = ",".join("?" for _ in rowids)
-                holders[term] = sorted(
-                    row[0]
-                    for row in db.all(
-                        f"SELECT record_id FROM records WHERE rowid IN ({marks})", rowids
-                    )
-                )
+        for term in record_terms:
             kind = relation_of(term)
             links.extend((other, kind) for other in holders[term] if other != record_id)
         if links:

@@ -11,6 +11,10 @@ Invariants:
   shredded episode and artifact leaves a tombstone, so a later pull can never bring
   any of them back.
 - The caller checkpoints the WAL (``Database.checkpoint``) after the commit.
+- Every function here drops what it destroys from the process's caches in the same
+  call: opened versions (``device.version_cache``, by record and by key) and the
+  record's row of the in-memory vector matrix (``search.drop``); a wipe drops both
+  caches of the database whole.
 - Eviction (``evict_record``: the record left this device's subset) removes keys and
   derived rows exactly like a forget, but leaves no skeleton and no tombstone: the
   record is still in the cloud and may come back. It never touches a device-only
@@ -22,7 +26,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
-from device import candidates, search, store
+from device import candidates, search, store, version_cache
 from device.db import Database
 from protocol.model import LifecycleState
 
@@ -102,6 +106,7 @@ def shred_record(
 
     ep_marks, ep_values = _marks(result.episode_ids)
     key_marks, key_values = _marks(result.key_ids)
+    _forget_cached(db, [record_id], result.key_ids)
     _drop_record_rows(db, record_id)
     if ep_values:
         db.execute(f"DELETE FROM episodes WHERE episode_id IN ({ep_marks})", ep_values)
@@ -135,6 +140,12 @@ def shred_record(
     for kind, item in permits:
         db.execute("DELETE FROM shred_permits WHERE kind = ? AND item_id = ?", (kind, item))
     return result
+
+
+def _forget_cached(db: Database, record_ids: Iterable[str], key_ids: Iterable[str]) -> None:
+    """Drop the opened versions of these records and of these keys from the cache."""
+    version_cache.forget_records(db.path, record_ids)
+    version_cache.forget_keys(db.path, key_ids)
 
 
 def _unshared_keys(db: Database, keys: Iterable[str]) -> list[str]:
@@ -218,6 +229,7 @@ def evict_record(
             "INSERT OR IGNORE INTO shred_permits (kind, item_id) VALUES (?, ?)", (kind, item)
         )
     dead_keys = _unshared_keys(db, keys)
+    _forget_cached(db, [record_id], keys)
     for key_id in dead_keys:
         db.execute(
             "INSERT OR IGNORE INTO shred_permits (kind, item_id) VALUES ('key', ?)", (key_id,)
@@ -255,6 +267,7 @@ def retire_version(db: Database, record_id: str, version: int) -> None:
     if row is None:
         return
     key_id = row["key_id"]
+    _forget_cached(db, [record_id], [key_id])
     shared = db.one(
         "SELECT 1 FROM record_versions WHERE key_id = ? AND NOT (record_id = ? AND version = ?) "
         "UNION ALL SELECT 1 FROM episodes WHERE key_id = ? "
@@ -285,6 +298,7 @@ def shred_artifact(
     row = db.one("SELECT key_id FROM artifacts WHERE artifact_id = ?", (artifact_id,))
     if row is not None:
         keys.add(row["key_id"])
+    _forget_cached(db, (), keys)
     permits = [("artifact", artifact_id)] + [("key", k) for k in sorted(keys)]
     for kind, item in permits:
         db.execute(
@@ -315,6 +329,7 @@ def shred_episodes(db: Database, episode_ids: Iterable[str], *, forgotten_at: st
         return 0
     rows = db.all(f"SELECT key_id FROM episodes WHERE episode_id IN ({ep_marks})", ep_values)
     keys = sorted({row["key_id"] for row in rows})
+    _forget_cached(db, (), keys)
     permits = [("episode", e) for e in ep_values] + [("key", k) for k in keys]
     for kind, item in permits:
         db.execute(
@@ -398,7 +413,9 @@ def wipe(db: Database, *, at: str) -> int:
         db.execute(f"DELETE FROM {table}")
     db.execute("INSERT INTO record_fts (record_fts) VALUES ('delete-all')")
     db.execute("INSERT INTO record_fts (record_fts) VALUES ('optimize')")
-    db.execute("UPDATE search_state SET needs_merge = 0, generation = generation + 1")
+    db.execute("UPDATE search_state SET needs_merge = 0, generation = random()")
+    version_cache.forget_database(db.path)
+    search.forget_cache(db)
     db.execute("UPDATE meta SET pull_cursor = NULL, resync_started_at = NULL")
     # the credential stays only until the cloud has heard the wipe (device.agent)
     store.mark_wiped(db, at)
