@@ -5,6 +5,9 @@ Invariants:
   the master key) is created 0600 before any database engine opens it, whatever the
   umask; SQLite gives its -wal, -shm and -journal files the mode of their database.
 - Nothing here widens a mode: an existing file keeps a stricter one.
+- An existing file is never opened here (only stat-ed and chmod-ed): closing any
+  descriptor of a file drops every POSIX lock the process holds on it, so opening a
+  database another engine of this process uses would silently drop SQLite's locks.
 """
 
 from __future__ import annotations
@@ -27,9 +30,12 @@ def private_file(path: Path) -> None:
     """``path`` exists, in a private folder, and only its owner can read or write it
     (an empty file is what SQLite takes as a new database)."""
     private_folder(path.parent)
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT, FILE_MODE)
     try:
-        if os.fstat(fd).st_mode & 0o077:
-            os.fchmod(fd, FILE_MODE)
-    finally:
-        os.close(fd)
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, FILE_MODE)
+    except FileExistsError:
+        # never open a database that exists: closing any descriptor of a file drops
+        # every POSIX lock this process holds on it, SQLite's locks included
+        if path.stat().st_mode & 0o077:
+            os.chmod(path, FILE_MODE)
+        return
+    os.close(fd)  # a file no connection can hold yet

@@ -97,12 +97,15 @@ def _private_folder(folder: Path) -> None:
 
 def _private_file(path: Path) -> Path:
     """``path`` created empty (or kept), readable and writable by its owner only."""
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT, 0o600)
     try:
-        if os.fstat(fd).st_mode & 0o077:
-            os.fchmod(fd, 0o600)
-    finally:
-        os.close(fd)
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    except FileExistsError:
+        # never open an existing file: closing a descriptor drops this process's POSIX
+        # locks on it (SQLite's included)
+        if path.stat().st_mode & 0o077:
+            os.chmod(path, 0o600)
+        return path
+    os.close(fd)
     return path
 
 

@@ -54,3 +54,24 @@ def test_store_files_are_0600_in_0700_folders(
             assert _mode(folder) == 0o700, f"{folder} is {oct(_mode(folder))}"
     finally:
         service.close()
+
+
+def test_an_existing_store_file_is_never_opened_only_tightened(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Closing any descriptor of a file drops every POSIX lock the process holds on it,
+    so opening a database another engine of this process uses would drop SQLite's
+    locks (writes of another process were lost that way: the CLI's enrollment code
+    never reached the serving cloud)."""
+    from cloud import files
+
+    path = tmp_path / "store" / "records.db"
+    files.private_file(path)
+    assert _mode(path) == 0o600
+    os.chmod(path, 0o644)
+    opened: list[object] = []
+    real_open = os.open
+    monkeypatch.setattr(os, "open", lambda *a, **k: opened.append(a) or real_open(*a, **k))
+    files.private_file(path)
+    assert opened == [] or all(a[1] & os.O_EXCL for a in opened)  # type: ignore[index]
+    assert _mode(path) == 0o600
