@@ -10,8 +10,9 @@ Invariants:
   refused as soon as the parser or the walk meets it; a caller's ``first`` check
   (the protocol version, a push's op count) runs on the parsed value before the walk.
 - ``describe`` turns a pydantic error into ``field 'a.b': reason`` lines, each field
-  path and reason cut to ``protocol.errors.SHOWN_CHARS`` characters (a key of a
-  megabyte is named by its first characters and its length, never echoed whole).
+  path cut to ``protocol.errors.SHOWN_CHARS`` characters and each reason to
+  ``REASON_CHARS`` (a key of a megabyte is named by its first characters and its
+  length, never echoed whole).
 """
 
 from __future__ import annotations
@@ -54,17 +55,23 @@ def describe(exc: ValidationError, *, limit: int = 3) -> str:
         if kind in {"union_tag_not_found", "union_tag_invalid"}:
             loc = [*loc, "kind"]
         field = ".".join(loc) if loc else "(body)"
-        parts.append(f"field {_cut(field)}: {_cut(str(error.get('msg', 'invalid')), quote=False)}")
+        reason = _cut(str(error.get("msg", "invalid")), quote=False, limit=REASON_CHARS)
+        parts.append(f"field {_cut(field)}: {reason}")
     more = len(exc.errors()) - limit
     if more > 0:
         parts.append(f"and {more} more problem(s)")
     return "; ".join(parts)
 
 
-def _cut(text: str, *, quote: bool = True) -> str:
-    if len(text) <= SHOWN_CHARS:
+# a reason is a sentence of ours (a value in it is cut already); a field path is the
+# body's own keys, so it is cut like any value
+REASON_CHARS = 400
+
+
+def _cut(text: str, *, quote: bool = True, limit: int = SHOWN_CHARS) -> str:
+    if len(text) <= limit:
         return f"'{text}'" if quote else text
-    cut = f"{text[:SHOWN_CHARS]}… ({len(text)} characters)"
+    cut = f"{text[:limit]}… ({len(text)} characters)"
     return f"'{cut}" if quote else cut
 
 
