@@ -63,9 +63,10 @@ def _cpu_seconds() -> float:
 
 
 def _summary(report: many_runs.ManyReport, cpu_seconds: float) -> dict[str, Any]:
-    sessions = report.figures()["device_sessions"]
+    figures = report.figures()
+    sessions = figures["device_sessions"]
     return {
-        **report.figures(),
+        **figures,
         "cpu_seconds": round(cpu_seconds, 1),
         "cpu_ms_per_session": round(1000 * cpu_seconds / sessions, 1) if sessions else None,
         "ok": report.ok,

@@ -6,7 +6,7 @@ all of it or none of it. Applied migrations are never edited: a schema change is
 migration at the end of ``MIGRATIONS``. Concurrent starters serialise on a lock
 (``BEGIN IMMEDIATE`` on SQLite, an advisory transaction lock on PostgreSQL).
 A store already at a version newer than the last of ``MIGRATIONS`` (a newer memsync
-migrated it) is refused before anything is applied (``StoreTooNew``); ``newest_applied``
+migrated it) is refused before anything is applied (``StoreTooNew``); ``refuse_newer``
 lets a running process find that out for itself (``SqlStore`` checks it in every
 transaction), so an old process on a shared PostgreSQL database stops serving.
 """
@@ -600,6 +600,14 @@ def newest_applied(conn: Connection) -> int:
     return int(found or 0)
 
 
+def refuse_newer(conn: Connection, store: str) -> None:
+    """Raise ``StoreTooNew`` (naming ``store`` and both versions) when a newer memsync
+    migrated the store past ``KNOWN_VERSION``."""
+    found = newest_applied(conn)
+    if found > KNOWN_VERSION:
+        raise StoreTooNew(store or "at this URL", found, KNOWN_VERSION)
+
+
 def migrate(engine: Engine, clock: Callable[[], datetime], store: str = "") -> list[int]:
     """Apply every migration not yet applied; return the versions applied now.
     A store newer than this code raises ``StoreTooNew`` (naming ``store`` and both
@@ -608,9 +616,7 @@ def migrate(engine: Engine, clock: Callable[[], datetime], store: str = "") -> l
         if conn.dialect.name == "postgresql":
             conn.execute(text("SELECT pg_advisory_xact_lock(:k)"), {"k": _PG_MIGRATION_LOCK})
         conn.exec_driver_sql(_CREATE_MIGRATIONS[conn.dialect.name])
-        found = newest_applied(conn)
-    if found > KNOWN_VERSION:
-        raise StoreTooNew(store or "at this URL", found, KNOWN_VERSION)
+        refuse_newer(conn, store)
     applied_now: list[int] = []
     for migration in MIGRATIONS:
         with engine.begin() as conn:

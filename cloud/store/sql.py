@@ -38,7 +38,7 @@ from sqlalchemy import (
 from sqlalchemy.engine import make_url
 from sqlalchemy.exc import ArgumentError
 
-from cloud.errors import StoreError, StoreTooNew
+from cloud.errors import StoreError
 from cloud.files import private_file
 from cloud.store import schema as t
 from cloud.store import statements as q
@@ -56,10 +56,9 @@ from cloud.store.base import (
     VersionRow,
 )
 from cloud.store.migrations import (
-    KNOWN_VERSION,
     LEGACY_EPISTEMIC_PLACEHOLDER,
     migrate,
-    newest_applied,
+    refuse_newer,
 )
 from cloud.store.search import SearchQueries
 from cloud.store.sql_end import EndQueries, may_hold_copies
@@ -152,9 +151,7 @@ class SqlStore:
         """Refuse to go on in a store a newer memsync has migrated since this process
         opened it (another process on the same database): one indexed read per
         transaction, before the transaction reads or writes anything else."""
-        found = newest_applied(conn)
-        if found > KNOWN_VERSION:
-            raise StoreTooNew(self.shown_url, found, KNOWN_VERSION)
+        refuse_newer(conn, self.shown_url)
 
     @property
     def engine(self) -> Engine:
