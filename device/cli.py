@@ -30,21 +30,23 @@ import webbrowser
 from collections.abc import Callable, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from device import subset_cli
-from device.agent import DeviceAgent
 from device.errors import DeviceError
-from device.export import check_out_dir
-from device.importing import looks_like_package
-from device.live import DEFAULT_WAIT, NOTHING_NEW, LiveEvent, LiveEventKind
-from device.views import LocalResult, RecallHit, RecordView
 from protocol.errors import ProtocolError
 from protocol.export.package import Section
 from protocol.messages import MAX_PULL_WAIT, parse_closing_header
 from protocol.model import ContentType, LifeArea, Sensitivity, TimeKind
 from protocol.operations import EffectKind
 from protocol.provenance import EXTERNAL_MEDIA
+
+if TYPE_CHECKING:  # the agent, the store and the sync client load when a command runs
+    from device.agent import DeviceAgent
+    from device.live import LiveEvent
+    from device.views import LocalResult, RecallHit, RecordView
+
+DEFAULT_WAIT = 20.0  # seconds a live pull waits: device.live.DEFAULT_WAIT (a test pins it)
 
 Handler = Callable[[argparse.Namespace], int]
 
@@ -68,6 +70,8 @@ def _passphrase(confirm: bool = False) -> str:
 
 
 def _open(args: argparse.Namespace) -> DeviceAgent:
+    from device.agent import DeviceAgent
+
     return DeviceAgent.open(Path(args.dir), _passphrase())
 
 
@@ -99,6 +103,8 @@ def _result(args: argparse.Namespace, result: LocalResult) -> None:
 
 
 def _init(args: argparse.Namespace) -> int:
+    from device.agent import DeviceAgent
+
     agent = DeviceAgent.create(
         Path(args.dir), _passphrase(confirm=True), device_name=args.name, cloud_url=args.cloud
     )
@@ -195,6 +201,8 @@ def _observe(args: argparse.Namespace) -> int:
 
 def _import(args: argparse.Namespace) -> int:
     path = Path(args.file)
+    from device.importing import looks_like_package
+
     if not path.is_file() or looks_like_package(path):  # a missing file: refused by name
         with _open(args) as agent:
             report = agent.import_package(path, include_sensitive=not args.without_sensitive)
@@ -588,6 +596,8 @@ def _live(args: argparse.Namespace) -> int:
     ended = threading.Event()
     why: list[str] = []
 
+    from device.live import NOTHING_NEW, LiveEventKind
+
     def show(event: LiveEvent) -> None:
         if event.kind is LiveEventKind.STOPPED:
             why.append(event.message)
@@ -613,6 +623,8 @@ def _live(args: argparse.Namespace) -> int:
 
 
 def _export(args: argparse.Namespace) -> int:
+    from device.export import check_out_dir
+
     out = check_out_dir(Path(args.out))  # before any prompt or request
     with _open(args) as agent:
         account = _account_passphrase("Account passphrase: ", required=True)

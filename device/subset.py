@@ -20,9 +20,7 @@ from collections.abc import Iterable
 from device import shred
 from device.db import Database
 from protocol.messages import MAX_USES_PER_PULL, RecordUse
-from protocol.subset import SubsetView
-
-RULE_FLAGS = ("behaviour_rules", "preferences", "for_now", "people")
+from protocol.subset import RULE_FLAGS, SubsetView
 
 
 def note_uses(db: Database, record_ids: Iterable[str], at: str) -> None:

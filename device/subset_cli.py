@@ -10,15 +10,23 @@ from __future__ import annotations
 
 import argparse
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from device.agent import DeviceAgent
-from device.subset import RULE_FLAGS, describe
 from protocol.model import LifeArea
-from protocol.subset import SubsetBudget, SubsetPolicy, SubsetRules
+from protocol.subset import RULE_FLAGS, SubsetBudget, SubsetPolicy, SubsetRules
 
-Opener = Callable[[argparse.Namespace], DeviceAgent]
+if TYPE_CHECKING:
+    from device.agent import DeviceAgent
+
+Opener = Callable[[argparse.Namespace], "DeviceAgent"]
 Emit = Callable[[argparse.Namespace, Any, str], None]
+
+
+def _describe(view: Any) -> str:
+    from device.subset import describe  # the store and the shredder load when a command runs
+
+    return describe(view)
+
 
 _RULE_NUMBERS = ("upcoming_days", "frequent_uses", "recent_days")
 
@@ -59,7 +67,7 @@ def register(command: Callable[..., Any], open_agent: Opener, emit: Emit) -> Non
             policy = _changed(args, view.policy)
             if policy is not None:
                 view = agent.set_subset_policy(policy)
-            emit(args, view.model_dump(mode="json"), describe(view))
+            emit(args, view.model_dump(mode="json"), _describe(view))
         return 0
 
     def pin(pinned: bool) -> Callable[[argparse.Namespace], int]:
@@ -71,7 +79,7 @@ def register(command: Callable[..., Any], open_agent: Opener, emit: Emit) -> Non
                     args,
                     view.model_dump(mode="json"),
                     f"{args.record_id} {said} this device; it arrives or leaves at the next "
-                    f"sync.\n{describe(view)}",
+                    f"sync.\n{_describe(view)}",
                 )
             return 0
 

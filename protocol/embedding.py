@@ -17,12 +17,13 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import numpy.typing as npt
-import onnxruntime as ort
-from tokenizers import Tokenizer
+
+if TYPE_CHECKING:
+    from tokenizers import Tokenizer
 
 DIM = 384
 MAX_TOKENS = 256  # the sentence model's limit; longer texts are truncated
@@ -53,6 +54,11 @@ class Embedder:
         """
         if threads < 1:
             raise ValueError(f"threads must be at least 1, not {threads}")
+        # onnxruntime and tokenizers load only when a session is built (a CLI command
+        # that embeds nothing never pays for them)
+        import onnxruntime as ort
+        from tokenizers import Tokenizer
+
         tokenizer = Tokenizer.from_str(tokenizer_json)
         # The source tokenizer.json pads every input to 128 tokens: a padded [PAD] tail
         # would be averaged into every vector. Padding is done here, with a mask.

@@ -49,6 +49,8 @@ class Reason(StrEnum):
 
 
 CLASS_ORDER: tuple[Reason, ...] = tuple(Reason)
+# the on/off rules of ``SubsetRules``, as the CLI's flags name them
+RULE_FLAGS = ("behaviour_rules", "preferences", "for_now", "people")
 
 
 class SubsetRules(WireModel):

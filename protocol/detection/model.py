@@ -20,7 +20,6 @@ from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
-import onnxruntime as ort
 
 from protocol.detection.cues import is_short_chatter
 from protocol.detection.features import FEATURES_VERSION, N_FEATURES, featurise, normalised
@@ -69,6 +68,8 @@ class Detector:
         """
         if threads < 1:
             raise ValueError(f"threads must be at least 1, not {threads}")
+        import onnxruntime as ort  # loaded only when a session is built
+
         options = ort.SessionOptions()
         options.intra_op_num_threads = threads
         options.inter_op_num_threads = 1

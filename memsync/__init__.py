@@ -1,0 +1,1 @@
+"""The ``memsync`` distribution's own package: only the console entry (``memsync.cli``)."""
