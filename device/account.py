@@ -27,8 +27,8 @@ def signing_key(passphrase: str, space_id: str | None, account_key: bytes | None
     if space_id is None or account_key is None:
         raise Refused(
             _CODE,
-            "no account key is set on this device: enroll it with an account passphrase "
-            "first (strong authentication cannot be checked)",
+            "no account key is set on this device: set one with 'memsync device "
+            "account-key set' (strong authentication cannot be checked without it)",
         )
     if not passphrase:
         raise Refused(_CODE, "the account passphrase is empty")

@@ -102,19 +102,59 @@ def _result(args: argparse.Namespace, result: LocalResult) -> None:
     _emit(args, data, text)
 
 
-def _init(args: argparse.Namespace) -> int:
+def _create(args: argparse.Namespace, passphrase: str) -> DeviceAgent:
     from device.agent import DeviceAgent
 
-    agent = DeviceAgent.create(
-        Path(args.dir), _passphrase(confirm=True), device_name=args.name, cloud_url=args.cloud
+    return DeviceAgent.create(
+        Path(args.dir), passphrase, device_name=args.name, cloud_url=args.cloud
     )
+
+
+def _remove_database(directory: Path) -> None:
+    from device.db import DB_FILENAME, KDF_SUFFIX
+
+    for suffix in ("", "-wal", "-shm", KDF_SUFFIX):
+        (directory / (DB_FILENAME + suffix)).unlink(missing_ok=True)
+
+
+def _enroll_with(agent: DeviceAgent, code: str, cloud: str | None) -> tuple[str, str]:
+    """Enroll, then register the account key if a passphrase is given; returns the device
+    id and a note on the account key (a failed registration leaves the enrollment)."""
+    account = _account_passphrase(
+        "Account passphrase (for export and forgetting whole areas; empty to skip): ",
+        required=False,
+    )
+    device_id = agent.enroll(code, cloud)
+    if not account:
+        return device_id, (
+            "; no account key set (needed for export and forgetting whole areas): "
+            "memsync device account-key set"
+        )
+    try:
+        agent.register_account(account)
+    except (DeviceError, ProtocolError) as exc:
+        return device_id, f"; the account key was not set ({exc}): memsync device account-key set"
+    return device_id, "; account key set"
+
+
+def _init(args: argparse.Namespace) -> int:
+    directory = Path(args.dir)
+    agent = _create(args, _passphrase(confirm=True))
+    note = ""
     with agent:
         device_id = None
         if args.code:
-            account = _account_passphrase(
-                "Account passphrase (for forgetting whole areas; empty to skip): ", required=False
-            )
-            device_id = agent.enroll(args.code, account_passphrase=account or None)
+            try:
+                device_id, note = _enroll_with(agent, args.code, None)
+            except BaseException as exc:
+                agent.close()
+                _remove_database(directory)  # a refused enrollment leaves nothing behind
+                if isinstance(exc, DeviceError | ProtocolError):
+                    raise CliError(
+                        f"{exc}; no device was created in {directory} (run init again "
+                        "with a valid code)"
+                    ) from exc
+                raise
         data = {
             "directory": str(agent.directory),
             "device_id": device_id,
@@ -123,8 +163,34 @@ def _init(args: argparse.Namespace) -> int:
         }
         text = f"Created device {args.name!r} in {agent.directory}"
         if device_id:
-            text += f"; enrolled as {device_id} in space {agent.space_id}"
+            text += f"; enrolled as {device_id} in space {agent.space_id}{note}"
         _emit(args, data, text)
+    return 0
+
+
+def _enroll(args: argparse.Namespace) -> int:
+    with _open(args) as agent:
+        device_id, note = _enroll_with(agent, args.code, args.cloud)
+        data = {
+            "device_id": device_id,
+            "space_id": agent.space_id,
+            "account_key_set": agent.account_key is not None,
+        }
+        _emit(args, data, f"Enrolled as {device_id} in space {agent.space_id}{note}")
+    return 0
+
+
+def _account_key_set(args: argparse.Namespace) -> int:
+    with _open(args) as agent:
+        had = agent.account_key is not None
+        account = _account_passphrase("Account passphrase: ", required=True)
+        agent.register_account(account or "")
+        text = (
+            "The account passphrase matches the account key already set; nothing changed"
+            if had
+            else f"Account key set for space {agent.space_id}"
+        )
+        _emit(args, {"space_id": agent.space_id, "account_key_set": True, "changed": not had}, text)
     return 0
 
 
@@ -625,7 +691,8 @@ def _live(args: argparse.Namespace) -> int:
 def _export(args: argparse.Namespace) -> int:
     from device.export import check_out_dir
 
-    out = check_out_dir(Path(args.out))  # before any prompt or request
+    Path(args.out).expanduser().mkdir(parents=True, exist_ok=True)  # issue 23: made if missing
+    out = check_out_dir(Path(args.out).expanduser())  # before any prompt or request
     with _open(args) as agent:
         account = _account_passphrase("Account passphrase: ", required=True)
         result = agent.export(out, account or "", include_sensitive=not args.without_sensitive)
@@ -715,6 +782,11 @@ def register(subparsers: Any) -> argparse.ArgumentParser:
     p.add_argument("--name", required=True)
     p.add_argument("--cloud", default=None, help="cloud URL")
     p.add_argument("--code", default=None, help="one-time enrollment code")
+    p = command("enroll", _enroll, "enroll this device with a one-time code (init made it)")
+    p.add_argument("--code", required=True, help="one-time enrollment code")
+    p.add_argument("--cloud", default=None, help="cloud URL (default: the one given at init)")
+    p = command("account-key", _account_key_set, "set the account passphrase's key later")
+    p.add_argument("action", choices=["set"], help="set: register it (checks a key already set)")
     sensitive = [s.value for s in Sensitivity if s is not Sensitivity.NORMAL]
     p = command("say", _say, "log what the user typed; the detector marks memory candidates")
     p.add_argument("text")
