@@ -691,7 +691,13 @@ def _live(args: argparse.Namespace) -> int:
 def _export(args: argparse.Namespace) -> int:
     from device.export import check_out_dir
 
-    Path(args.out).expanduser().mkdir(parents=True, exist_ok=True)  # issue 23: made if missing
+    try:  # issue 23: the folder is made if missing
+        Path(args.out).expanduser().mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise CliError(
+            f"export folder {str(args.out)[:200]!r} cannot be made: "
+            f"{exc.strerror or exc}; nothing was exported"
+        ) from exc
     out = check_out_dir(Path(args.out).expanduser())  # before any prompt or request
     with _open(args) as agent:
         account = _account_passphrase("Account passphrase: ", required=True)

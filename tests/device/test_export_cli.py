@@ -87,8 +87,10 @@ def test_cli_export_errors_exit_2_and_leave_nothing(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     _, exporter = device
-    code, _, err = run(capsys, "export", "--out", str(tmp_path / "missing"))
-    assert code == 2 and "does not exist" in err and "Traceback" not in err
+    (tmp_path / "a-file").write_text("in the way")  # a missing folder is made (issue 23)
+    code, _, err = run(capsys, "export", "--out", str(tmp_path / "a-file" / "out"))
+    assert code == 2 and "cannot be made" in err and "a-file" in err
+    assert "Traceback" not in err and exporter.export_requests == 0
     out_dir = tmp_path / "out"
     out_dir.mkdir()
     monkeypatch.setenv("MEMSYNC_ACCOUNT_PASSPHRASE", "not the account words")
