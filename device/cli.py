@@ -558,8 +558,48 @@ def _forget(args: argparse.Namespace) -> int:
             "the record's keys and cannot be undone); to stop using it, use dont-use"
         )
     with _open(args) as agent:
+        if not args.yes:
+            print(_forget_preview(agent, args.record_id))
         _confirm_permanent(args, args.record_id)
         _result(args, agent.forget_permanently(args.record_id))
+    return 0
+
+
+def _forget_preview(agent: DeviceAgent, record_id: str) -> str:
+    """What a permanent forget would destroy: the words, and the other devices of the
+    account that may hold them (asked of the cloud; offline, said so)."""
+    view = next((v for v in agent.list_records() if v.record_id == record_id), None)
+    words = (view.text or "(no readable words)") if view is not None else "(not on this device)"
+    lines = [f"{record_id}: {words[:300]!r}" if view and view.text else f"{record_id}: {words}"]
+    if agent.device_id is None:
+        lines.append("This device is not enrolled: no other device holds it.")
+        return "\n".join(lines)
+    try:
+        others = [
+            d.name
+            for d in agent.devices()
+            if d.device_id != agent.device_id and d.revoked_at is None and d.wiped_at is None
+        ]
+    except DeviceError:
+        lines.append("The cloud cannot be reached now: other devices drop it when they sync.")
+        return "\n".join(lines)
+    if others:
+        lines.append(f"Other devices that may hold it until they sync: {', '.join(others)}.")
+    else:
+        lines.append("No other device of this account holds it.")
+    return "\n".join(lines)
+
+
+def _pending(args: argparse.Namespace) -> int:
+    with _open(args) as agent:
+        forgets = agent.pending_forgets()
+    data = [f.model_dump(mode="json") for f in forgets]
+    lines = [
+        f"{f.record_id or 'all memory'} (forgotten {f.forgotten_at:%Y-%m-%d %H:%M} UTC): "
+        f"still on {', '.join(d.device_name for d in f.pending)}"
+        for f in forgets
+    ]
+    _emit(args, data, "\n".join(lines) or "No forget is pending: every device has confirmed.")
     return 0
 
 
@@ -888,6 +928,7 @@ def register(subparsers: Any) -> argparse.ArgumentParser:
     p.add_argument("--area", default=None, choices=areas, help="forget a whole life area")
     p.add_argument("--all", action="store_true", help="forget all memory")
     p.add_argument("--yes", action="store_true", help="do not ask for confirmation")
+    p = command("pending", _pending, "forgets some device of the account has not confirmed")
     p = command("correct", _correct, "that's wrong: a new version in your own typed words")
     p.add_argument("record_id")
     p.add_argument("text")

@@ -6,12 +6,14 @@ from __future__ import annotations
 
 import argparse
 import json
+from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
 
 from device import cli
 from device.agent import DeviceAgent
+from protocol.messages import DeviceStatus, ForgetStatus, PendingDevice
 from tests.device.conftest import PASSPHRASE, TickingClock, seeded
 from tests.device.fake_cloud import FakeCloud
 
@@ -106,3 +108,60 @@ def test_export_makes_its_folder(
     assert out_dir.is_dir()
     assert "does not exist" not in err  # refused later, for the account key, not the folder
     assert code == 2 and "no account key is set" in err and "account-key set" in err
+
+
+# --- issue 23 item 4: the forget prompt shows the words; pending forgets ------------------
+
+
+def _status(device_id: str, name: str, **extra: object) -> DeviceStatus:
+    return DeviceStatus(
+        device_id=device_id, name=name, enrolled_at=datetime(2026, 1, 1, tzinfo=UTC), **extra
+    )
+
+
+def test_the_forget_prompt_shows_the_words_and_the_other_devices(
+    cloud: FakeCloud,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    run(capsys, "init", "--name", "phone", "--code", cloud.new_code())
+    run(capsys, "say", "My friend Kalomi lives in Lima.", "--conversation", "c1")
+    _, out, _ = run(
+        capsys, "remember", "My friend Kalomi lives in Lima.", "--conversation", "c1", "--json"
+    )
+    record = json.loads(out)["record_id"]
+
+    def devices(agent: DeviceAgent) -> list[DeviceStatus]:
+        return [
+            _status(str(agent.device_id), "phone"),
+            _status("dev_" + "b" * 26, "laptop"),
+            _status("dev_" + "c" * 26, "old tablet", revoked_at=datetime(2026, 2, 1, tzinfo=UTC)),
+        ]
+
+    monkeypatch.setattr(DeviceAgent, "devices", devices)
+    monkeypatch.setattr("builtins.input", lambda prompt: "no")
+    code, out, err = run(capsys, "forget", record, "--permanent")
+    assert code == 2 and "not confirmed" in err
+    assert "'My friend Kalomi lives in Lima.'" in out
+    assert "laptop" in out and "old tablet" not in out
+    code, out, _ = run(capsys, "list")
+    assert "Kalomi" in out  # nothing was changed by the refusal
+
+
+def test_pending_names_the_devices_still_holding_keys(
+    cloud: FakeCloud, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    run(capsys, "init", "--name", "phone", "--code", cloud.new_code())
+    forgotten = ForgetStatus(
+        record_id="rec_" + "a" * 26,
+        forgotten_at=datetime(2026, 3, 1, 9, 30, tzinfo=UTC),
+        pending=[PendingDevice(device_id="dev_" + "b" * 26, device_name="laptop")],
+    )
+    monkeypatch.setattr(DeviceAgent, "pending_forgets", lambda agent: [forgotten])
+    code, out, _ = run(capsys, "pending")
+    assert code == 0 and "rec_aaaa" in out and "still on laptop" in out
+    code, out, _ = run(capsys, "pending", "--json")
+    assert json.loads(out)[0]["pending"][0]["device_name"] == "laptop"
+    monkeypatch.setattr(DeviceAgent, "pending_forgets", lambda agent: [])
+    code, out, _ = run(capsys, "pending")
+    assert "No forget is pending" in out
