@@ -27,6 +27,7 @@ from rich.console import Console
 from rich.table import Table
 
 import device.db
+from bench import cli as cli_bench
 from bench import cloud_recall as cloud_recall_bench
 from bench import consolidation as consolidation_bench
 from bench import detector as detector_bench
@@ -264,6 +265,12 @@ def run_simulator(smoke: bool) -> dict[str, Any]:
     return _stamped(simulator=simulator_bench.measure(smoke))
 
 
+def run_cli(smoke: bool) -> dict[str, Any]:
+    """Issue 23's CLI timing alone (``--only cli``): ``memsync --help`` and ``device list``."""
+    with tempfile.TemporaryDirectory(prefix="memsync-bench-") as tmp:
+        return _stamped(cli=cli_bench.measure(Path(tmp) / "cli", smoke))
+
+
 def run_retrieval_quality(smoke: bool) -> dict[str, Any]:
     """Issue 20's retrieval quality alone (``--only retrieval-quality``): memsync's recall
     beside plain cosine and BM25, both halves of bench/retrieval_data."""
@@ -299,6 +306,7 @@ def run(
         relations = relations_bench.measure(root / "relations", smoke)
         sensitivity = sensitivity_bench.measure(smoke)
         cloud_recall = cloud_recall_bench.measure(root / "cloud-recall", smoke)
+        cli = cli_bench.measure(root / "cli", smoke)
     simulator = simulator_bench.measure(smoke)
     figures = {
         "device_pairs_per_s_sqlcipher": ours_cipher,
@@ -344,6 +352,7 @@ def run(
         relations=relations,
         sensitivity=sensitivity,
         cloud_recall=cloud_recall,
+        cli=cli,
         simulator=simulator,
     )
 
@@ -486,6 +495,7 @@ def main() -> None:
             "simulator",
             "cloud-recall",
             "retrieval-quality",
+            "cli",
         ],
         default="all",
         help="'sync': only issue 6's sync benches (fleet, pull cost, key destruction, live); "
@@ -498,7 +508,8 @@ def main() -> None:
         "baseline); 'cloud-recall': only issue 20's first recall --cloud on a freshly "
         "pushed space (before and after background indexing); 'retrieval-quality': only "
         "issue 20's retrieval quality (memsync's recall beside plain cosine and BM25 on both "
-        "halves of bench/retrieval_data)",
+        "halves of bench/retrieval_data); 'cli': only issue 23's CLI wall time (memsync "
+        "--help and device list, fresh processes, beside python -c pass)",
     )
     args = parser.parse_args()
     # a SIGTERM unwinds like Ctrl-C, so clouds stop and bench databases are dropped
@@ -559,6 +570,13 @@ def main() -> None:
         print(simulator_bench.verdict(result["simulator"]))
         print(f"wrote {RESULTS}")
         return
+    if args.only == "cli":
+        result = run_cli(args.smoke)
+        result["smoke"] = args.smoke
+        RESULTS.write_text(json.dumps(result, indent=2) + "\n")
+        console.print(cli_bench.render(result["cli"]))
+        print(f"wrote {RESULTS}")
+        return
     if args.only == "retrieval-quality":
         result = run_retrieval_quality(args.smoke)
         result["smoke"] = args.smoke
@@ -585,6 +603,7 @@ def main() -> None:
         *relations_bench.render(result["relations"]["halves"]),
         *sensitivity_bench.render(result["sensitivity"]),
         cloud_recall_bench.render(result["cloud_recall"]),
+        cli_bench.render(result["cli"]),
         simulator_bench.render(result["simulator"]),
     ]
     for table in tables:
