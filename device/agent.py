@@ -1451,7 +1451,9 @@ class DeviceAgent:
         return DeviceRevoked(
             f"device {self.device_name!r} was revoked by its account: its copy of the "
             f"memory {what}was wiped and {told}; its credential is dropped once the cloud "
-            "knows; enroll it again to use it with the cloud"
+            "knows. This device stays revoked: to use the cloud again, ask for a code "
+            "('memsync cloud add-device --user …') and create a new device with it "
+            "('memsync device init --dir NEW_FOLDER --name NAME --code CODE')"
         )
 
     def _debug_db(self) -> Any:

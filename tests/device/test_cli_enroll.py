@@ -165,3 +165,14 @@ def test_pending_names_the_devices_still_holding_keys(
     monkeypatch.setattr(DeviceAgent, "pending_forgets", lambda agent: [])
     code, out, _ = run(capsys, "pending")
     assert "No forget is pending" in out
+
+
+def test_the_revocation_message_names_a_way_forward(
+    cloud: FakeCloud, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    run(capsys, "init", "--name", "phone", "--code", cloud.new_code())
+    agent = DeviceAgent.open(tmp_path / "dev", PASSPHRASE, transport=cloud.transport)
+    with agent:
+        message = str(agent._revoked(3, confirmed=True))
+    assert "enroll it again" not in message  # a revoked device cannot enroll again
+    assert "memsync cloud add-device" in message and "memsync device init" in message
