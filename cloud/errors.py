@@ -142,7 +142,7 @@ class AccountEnded(CloudError):
         super().__init__(
             f"the account of space {space_id} ended at {ended_at.isoformat()}: {why}; all "
             "of its memory is unreadable (every key destroyed), so this device must wipe its "
-            "copy of the memory and confirm with POST /v1/wiped"
+            "copy of the memory (each device does when it hears this, then tells the cloud)"
         )
 
 
