@@ -28,6 +28,7 @@ Invariants:
 
 from __future__ import annotations
 
+import re
 import secrets
 import threading
 from collections.abc import Callable, Iterable, Iterator, Sequence
@@ -200,9 +201,28 @@ def _checked_versions(versions: VersionRange | None) -> VersionRange:
         ) from exc
 
 
+_ID_PATTERN = re.compile(r"^\^(\w+)_\[a-z0-9\]\{(\d+),(\d+)\}\$$")
+
+
+def _in_words(err: Any) -> str:
+    """A validator's complaint for a person: a malformed id is described, not its regex."""
+    if err.get("type") != "string_pattern_mismatch":
+        return str(err["msg"])
+    shown = repr(str(err.get("input", ""))[:40])
+    found = _ID_PATTERN.match(str((err.get("ctx") or {}).get("pattern", "")))
+    if found is None:
+        return f"{shown} is not in the expected form"
+    prefix, low, high = found.groups()
+    return (
+        f"{shown} is not a well-formed id: it should be '{prefix}_' followed by "
+        f"{low} to {high} lower-case letters or digits"
+    )
+
+
 def _invalid(kind: str, item_id: str, exc: ValidationError) -> InvalidOperation:
     problems = "; ".join(
-        f"{'.'.join(str(p) for p in err['loc']) or 'value'}: {err['msg']}" for err in exc.errors()
+        f"{'.'.join(str(p) for p in err['loc']) or 'value'}: {_in_words(err)}"
+        for err in exc.errors()
     )
     return InvalidOperation(f"{kind} {item_id} is invalid, nothing was changed: {problems}")
 

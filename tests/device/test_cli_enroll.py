@@ -176,3 +176,13 @@ def test_the_revocation_message_names_a_way_forward(
         message = str(agent._revoked(3, confirmed=True))
     assert "enroll it again" not in message  # a revoked device cannot enroll again
     assert "memsync cloud add-device" in message and "memsync device init" in message
+
+
+def test_a_malformed_id_is_described_in_words_not_a_regex(
+    cloud: FakeCloud, capsys: pytest.CaptureFixture[str]
+) -> None:
+    run(capsys, "init", "--name", "phone")
+    code, _, err = run(capsys, "forget", "rec_bad", "--permanent", "--yes")
+    assert code == 2
+    assert "'rec_bad' is not a well-formed id" in err and "'rec_' followed by" in err
+    assert "pattern" not in err and "^" not in err
