@@ -201,7 +201,15 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--write", action="store_true")
     parser.add_argument("--curves", action="store_true")
+    parser.add_argument(
+        "--restate",
+        action="store_true",
+        help="embed each question averaged with its restatement (measured; off by default)",
+    )
     args = parser.parse_args()
+    if args.write and args.restate:
+        parser.error("--restate is a measurement: the device does not restate, so do not write")
+    retrieval.RESTATE = args.restate
     asked = collect()
     best = fit(asked, args.curves)
     report: dict[Fusion, dict[str, float]] = {}
