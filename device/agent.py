@@ -593,12 +593,15 @@ class DeviceAgent:
         self._writable("importing")
         return self._write("import", lambda w: w.import_text(text, source=source))
 
-    def import_package(self, path: Path | str, *, include_sensitive: bool = True) -> ImportReport:
+    def import_package(
+        self, path: Path | str, *, include_sensitive: bool = True, allow_unsigned: bool = False
+    ) -> ImportReport:
         """Import a memsync export package: its episodes as import episodes, its records
         (and accepted behaviour rules) as candidates "imported, not verified", in one
         local transaction (``device.importing``). A refused file raises an
         ``ImportRefused`` naming it and the reason, and changes nothing.
-        ``include_sensitive=False`` leaves the sensitive classes out."""
+        ``include_sensitive=False`` leaves the sensitive classes out; a package not
+        signed by this account is refused unless ``allow_unsigned``."""
         self._writable("importing a package")
         report = importing.import_package(
             self._db,
@@ -609,6 +612,7 @@ class DeviceAgent:
                 self._db, op, now=self._now_dt(), random_bytes=self._random, keep_on_device=keep
             ),
             include_sensitive=include_sensitive,
+            allow_unsigned=allow_unsigned,
         )
         self._queued()
         return report

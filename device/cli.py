@@ -271,7 +271,11 @@ def _import(args: argparse.Namespace) -> int:
 
     if not path.is_file() or looks_like_package(path):  # a missing file: refused by name
         with _open(args) as agent:
-            report = agent.import_package(path, include_sensitive=not args.without_sensitive)
+            report = agent.import_package(
+                path,
+                include_sensitive=not args.without_sensitive,
+                allow_unsigned=args.unsigned_ok,
+            )
         skipped = ", ".join(f"{n} {what}" for what, n in report.not_imported) or "nothing"
         lines = [
             f"Imported {path} as a memsync export package ({report.export_id}): "
@@ -281,6 +285,8 @@ def _import(args: argparse.Namespace) -> int:
         ]
         if report.device_only:
             lines.append(f"{len(report.device_only)} record(s) kept only on this device.")
+        if report.origin != "signed by this account":
+            lines.append(f"The package is {report.origin}: imported from elsewhere, as asked.")
         data = dataclasses.asdict(report)
         _emit(args, data, "\n".join(lines))
         return 0
@@ -855,6 +861,10 @@ def register(subparsers: Any) -> argparse.ArgumentParser:
     )  # fmt: skip
     p.add_argument("file")
     p.add_argument("--source", default=None, help="a text file's source name")
+    p.add_argument(
+        "--unsigned-ok", action="store_true",
+        help="import a package not signed by this account (unsigned or from elsewhere)",
+    )  # fmt: skip
     p.add_argument(
         "--without-sensitive", action="store_true",
         help="a package: leave its sensitive classes out",

@@ -222,6 +222,14 @@ class ImportRefused(DeviceError):
         super().__init__(f"import of {path} refused, nothing was changed: {reason}")
 
 
+class PackageTampered(ImportRefused):
+    """A signed package whose lines are not what was signed (edited, cut, moved)."""
+
+
+class PackageNotSigned(ImportRefused):
+    """A package unsigned or signed by another account, without ``allow_unsigned``."""
+
+
 class PackageUnreadable(ImportRefused):
     """Not a file, or it cannot be read."""
 

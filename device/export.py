@@ -23,6 +23,9 @@ Invariants:
   after the cloud's sensitive episodes, and skeletons of its forgotten device-only
   records after the cloud's skeletons. Left out with the sensitive section; never
   added twice if the cloud already sent one.
+- The package file is signed with the account key (``protocol.export.signing``): every
+  line is chained into the trailer, which also lists the device-only items this device
+  added, so an importer can keep them device-only and can refuse an edited file.
 - The package file is always the current schema version (2): a cloud that still sends
   version 1 is read as version 2 (``read_package``), and the device-only record versions
   carry their provenance and verification as the cloud's do (``ExportedVersion.of``).
@@ -38,6 +41,8 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
+from nacl.signing import SigningKey
+
 from device import account, keys, store
 from device.client import CloudClient
 from device.db import Database
@@ -52,6 +57,7 @@ from protocol.export.package import (
     Section,
     Totals,
 )
+from protocol.export.signing import Signer, close_signed
 from protocol.export.stream import MEDIA_TYPE, open_stream
 from protocol.export.view import render_markdown
 from protocol.ids import make_id
@@ -143,7 +149,7 @@ def export(
     with client.post_stream(
         EXPORT_PATH, request, media_type=MEDIA_TYPE, timeout=EXPORT_TIMEOUT
     ) as chunks:
-        return receive(chunks, expected, open_key, out, extra)
+        return receive(chunks, expected, open_key, out, extra, sign_with=key)
 
 
 # --- device-only items ---------------------------------------------------------------
@@ -239,6 +245,7 @@ class DeviceOnly:
         self._ids = {*self.record_ids, *self.skeleton_ids, *self.episode_ids}
         self.sent_by_cloud: set[str] = set()
         self.added: dict[Section, int] = {}
+        self.added_ids: list[str] = []  # device-only records and episodes written
 
     def saw(self, item: Item) -> None:
         """Note a cloud item that is one of this device's own (never added twice)."""
@@ -270,6 +277,8 @@ class DeviceOnly:
 
     def _count(self, section: Section, model: WireModel) -> WireModel:
         self.added[section] = self.added.get(section, 0) + 1
+        if section is not Section.SKELETONS:
+            self.added_ids.append(str(model.id))
         return model
 
 
@@ -353,6 +362,8 @@ def receive(
     open_key: OpenKey,
     out_dir: Path,
     extra: DeviceOnly | None,
+    *,
+    sign_with: SigningKey | None = None,
 ) -> ExportResult:
     """Open the sealed stream ``chunks`` and write the package and its view in
     ``out_dir`` (see the module's invariants). Raises ``ExportFailed``."""
@@ -368,7 +379,8 @@ def receive(
         partials.append(package)
         view = _Partial(view_path)
         partials.append(view)
-        totals = _write(chunks, expected, open_key, package, view, extra)
+        signer = Signer(sign_with) if sign_with is not None else None
+        totals = _write(chunks, expected, open_key, package, view, extra, signer)
         package.finish()
         view.finish()
         for partial in (view, package):  # the package last: it is whole or absent
@@ -402,6 +414,7 @@ def _write(
     package: _Partial,
     view: _Partial,
     extra: DeviceOnly | None,
+    signer: Signer | None,
 ) -> Totals:
     """One pass: the Markdown renderer pulls the events; every item it pulls is also
     queued for the package writer, which drains the queue after each Markdown line."""
@@ -439,8 +452,22 @@ def _write(
         while queue:
             yield queue.popleft()
 
+    last: str | None = None
     for line in write_package(header, items()):
-        package.file.write(line)
+        if last is not None:
+            package.file.write(last)
+        last = line
+        if signer is not None:
+            signer.add(line)
+    if last is None:
+        raise PackageError("the package writer wrote nothing")
+    if signer is None:
+        package.file.write(last)
+    else:
+        device_only = extra.added_ids if extra is not None else []
+        closing, trailer = close_signed(last, signer.trailer(device_only))
+        package.file.write(closing)
+        package.file.write(trailer)
     return Totals(**{Totals.field_of(s): n for s, n in counts.items()})
 
 

@@ -19,7 +19,12 @@ Invariants:
   export id is imported into a device at most once.
 - A record of a class the user keeps on this device stays on this device, and so does
   every episode such a record rests on (``keep_on_device``), exactly as for what the
-  user types.
+  user types. So does every record the package's signed trailer marks device-only
+  (it was device-only where it was exported), whatever this device keeps.
+- A signed package is checked over every line before it is parsed; a signature that
+  does not verify refuses the file (``PackageTampered``) naming the first bad line and
+  item. A package unsigned or signed by another account is refused
+  (``PackageNotSigned``) unless ``allow_unsigned``; the report's ``origin`` says which.
 - Nothing imported is ever an instruction, a behaviour rule or training data
   (``protocol.export.importing``; ``docs/import.md``).
 """
@@ -34,13 +39,15 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from device import candidates
+from device import candidates, store
 from device.db import Database
 from device.errors import (
     NotAPackage,
     PackageAlreadyImported,
     PackageInvalid,
     PackageMalformed,
+    PackageNotSigned,
+    PackageTampered,
     PackageTooLarge,
     PackageTotalsMismatch,
     PackageUnreadable,
@@ -48,6 +55,7 @@ from device.errors import (
 )
 from device.views import ImportReport, LocalResult
 from protocol.errors import PackageError
+from protocol.export import signing
 from protocol.export.importing import ImportPlan, operations, plan_import
 from protocol.export.package import FORMAT, ExportPackage
 from protocol.export.versions import check_version, known_versions, upgrade_package
@@ -152,7 +160,36 @@ def parse_package(path: Path, data: bytes) -> ExportPackage:
 
 
 def read_package_file(path: Path, max_bytes: int = MAX_PACKAGE_BYTES) -> ExportPackage:
-    return parse_package(path, read_bytes(path, max_bytes))
+    return read_signed_package(path, max_bytes)[0]
+
+
+ORIGIN_THIS_ACCOUNT = "signed by this account"
+ORIGIN_OTHER_ACCOUNT = "signed by another account"
+ORIGIN_UNSIGNED = "unsigned"
+
+
+def read_signed_package(
+    path: Path, max_bytes: int = MAX_PACKAGE_BYTES
+) -> tuple[ExportPackage, signing.PackageSignature | None]:
+    """The package at ``path`` and its checked signature (None: it has none). A
+    signature that does not verify over every line refuses the file, naming the first
+    line (and item) that differs from what was signed."""
+    data = read_bytes(path, max_bytes)
+    try:
+        parts = signing.split(data)
+        if parts.signature is not None:
+            signing.verify(parts.body, parts.signature)
+    except PackageError as exc:
+        raise PackageTampered(path, str(exc)) from exc
+    return parse_package(path, parts.body), parts.signature
+
+
+def origin_of(signature: signing.PackageSignature | None, account_key: bytes | None) -> str:
+    if signature is None:
+        return ORIGIN_UNSIGNED
+    if signing.signed_by(signature, account_key):
+        return ORIGIN_THIS_ACCOUNT
+    return ORIGIN_OTHER_ACCOUNT
 
 
 def already_imported(db: Database, export_id: str) -> str | None:
@@ -169,10 +206,23 @@ def import_package(
     new_id: Callable[[str], str],
     apply: Apply,
     include_sensitive: bool = True,
+    allow_unsigned: bool = False,
     max_bytes: int = MAX_PACKAGE_BYTES,
 ) -> ImportReport:
     """Import the package at ``path`` (see the module's invariants)."""
-    package = read_package_file(path, max_bytes)
+    package, signature = read_signed_package(path, max_bytes)
+    origin = origin_of(signature, store.get_meta(db).account_key)
+    if origin != ORIGIN_THIS_ACCOUNT and not allow_unsigned:
+        why = (
+            "it carries no signature (an older package, one from elsewhere, or a file "
+            "cut short or re-written)"
+            if signature is None
+            else "it is signed by another account, not this device's"
+        )
+        raise PackageNotSigned(
+            path, f"{why}; import it only if you trust it, with --unsigned-ok (allow_unsigned)"
+        )
+    marked = set(signature.device_only) if signature is not None else set()
     when = already_imported(db, package.export_id)
     if when is not None:
         raise PackageAlreadyImported(
@@ -190,13 +240,17 @@ def import_package(
             path, f"an item cannot be imported, at {where!r}: {first['msg']}"
         ) from exc
     kept = candidates.device_only_classes(db)
-    local_records = {r.record_id for r in plan.records if r.content.sensitivity in kept}
+    local_records = {
+        r.record_id
+        for r in plan.records
+        if r.content.sensitivity in kept or r.original_id in marked
+    }
     local_episodes = {
         episode
         for r in plan.records
         if r.record_id in local_records
         for episode in r.content.source_episode_ids
-    }
+    } | {e.episode_id for e in plan.episodes if e.original_id in marked}
     with db.atomic():
         for op in ops:
             if isinstance(op, AddEpisode):
@@ -214,10 +268,10 @@ def import_package(
                 json.dumps(plan.not_imported, sort_keys=True),
             ),
         )
-    return _report(path, plan, local_records)
+    return _report(path, plan, local_records, origin)
 
 
-def _report(path: Path, plan: ImportPlan, local_records: set[str]) -> ImportReport:
+def _report(path: Path, plan: ImportPlan, local_records: set[str], origin: str) -> ImportReport:
     return ImportReport(
         path=str(path),
         kind="package",
@@ -226,4 +280,5 @@ def _report(path: Path, plan: ImportPlan, local_records: set[str]) -> ImportRepo
         record_ids=tuple(r.record_id for r in plan.records),
         not_imported=tuple(sorted(plan.not_imported.items())),
         device_only=tuple(r.record_id for r in plan.records if r.record_id in local_records),
+        origin=origin,
     )

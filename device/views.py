@@ -236,3 +236,5 @@ class ImportReport:
     record_ids: tuple[str, ...]
     not_imported: tuple[tuple[str, int], ...] = ()
     device_only: tuple[str, ...] = ()  # records kept only on this device (a kept class)
+    # for a package: "signed by this account", "signed by another account" or "unsigned"
+    origin: str | None = None

@@ -10,6 +10,9 @@ Invariants:
   its model; a line out of place, an item of the wrong shape, a section out of order,
   an unknown schema version, or totals that disagree with what was read raise
   ``PackageError`` naming the line and the reason. Reading stops at the first error.
+- ``read_package`` also reads a signed package file (``protocol.export.signing``): the
+  totals line ends ``},`` and the signature trailer closes the file. It checks only
+  its place; the signature is checked over the file's bytes by ``signing.verify``.
 - ``read_package`` reads every version of ``READABLE_SCHEMA_VERSIONS``: a version-1
   package's header and records are read as version 2 (``protocol.export.versions``), so
   what it yields is always the current models, whatever version was read.
@@ -32,6 +35,7 @@ from protocol.export.package import (
     Section,
     Totals,
 )
+from protocol.export.signing import TRAILER_PREFIX
 from protocol.export.versions import RECORD_SECTIONS, check_version, upgrade_header, upgrade_record
 from protocol.wire import WireModel
 
@@ -224,7 +228,8 @@ def read_package(lines: Iterable[str]) -> Iterator[PackageHeader | Item | Totals
         if section is SENSITIVE_SECTIONS[-1]:
             r.expect("},")
     last = r.next("the totals")
-    if not (last.startswith('"totals":') and last.endswith("}}")):
+    signed = last.startswith('"totals":') and last.endswith("},")
+    if not (last.startswith('"totals":') and last.endswith("}}")) and not signed:
         raise r.fail("expected the totals that close the package")
     try:
         totals = Totals.model_validate_json(last[len('"totals":') : -1])
@@ -236,6 +241,10 @@ def read_package(lines: Iterable[str]) -> Iterator[PackageHeader | Item | Totals
                 f"section {section.value} holds {counts[section]} item(s) but the totals "
                 f"say {totals.of(section)}: the package is incomplete or was altered"
             )
+    if signed:  # a signed file: its trailer closes it (checked by ``signing.verify``)
+        trailer = r.next("the signature that closes a signed package")
+        if not (trailer.startswith(TRAILER_PREFIX) and trailer.endswith("}}")):
+            raise r.fail("expected the signature that closes a signed package")
     for extra in r.lines:
         if extra.strip():
             raise PackageError("there is text after the totals that close the package")

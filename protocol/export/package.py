@@ -18,6 +18,8 @@ Invariants:
 - A permanently forgotten record is exported as its skeleton only (id, state, when).
 - The sensitive section holds every record with a sensitive class in any version, and
   every episode such a record came from; the package says whether it was left out.
+- A package file written by a device ends with ``signature`` after ``totals``
+  (``protocol.export.signing``); the cloud's stream carries none.
 - ``totals`` closes the package: a reader checks every count against what it read, so
   a package cut short or spliced is refused.
 """
@@ -31,6 +33,7 @@ from typing import Annotated, Literal
 
 from pydantic import Field, model_validator
 
+from protocol.export.signing import PackageSignature
 from protocol.ids import DeviceId, RecordId, SpaceId
 from protocol.model import (
     Episode,
@@ -276,6 +279,9 @@ class ExportPackage(PackageHeader):
     tasks: list[TaskEntry] = []
     sensitive: SensitivePart | None = None
     totals: Totals
+    # a package file's trailer (issue 22): the account's signature over every line; it
+    # is checked over the file's bytes (``protocol.export.signing.verify``), not here
+    signature: PackageSignature | None = None
 
     @model_validator(mode="after")
     def _consistent(self) -> ExportPackage:

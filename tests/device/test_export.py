@@ -33,6 +33,7 @@ from device.errors import (
 )
 from device.export import Expected, ExportResult, receive
 from protocol.errors import PackageError
+from protocol.export import signing
 from protocol.export.layout import Item, lines_of, read_package, write_package
 from protocol.export.package import ExportedRecord, PackageHeader, Section, Totals
 from protocol.export.stream import StreamSealer
@@ -197,7 +198,10 @@ def test_the_file_is_the_canonical_layout_of_what_was_sent(
     agent = make_agent(cloud=cloud)  # no device-only class: the file is what was sent
     agent.enroll(cloud.new_code(), account_passphrase=ACCOUNT)
     result = agent.export(out, ACCOUNT)
-    assert result.package_path.read_bytes() == exporter.sent[0].text
+    # signed (issue 22): the file is what was sent, closed by the account's signature
+    parts = signing.split(result.package_path.read_bytes())
+    assert parts.body == exporter.sent[0].text and parts.signature is not None
+    signing.verify(parts.body, parts.signature)
     assert result.device_only_records == result.device_only_episodes == 0
 
 

@@ -102,7 +102,7 @@ def test_a_package_arrives_as_candidates_imported_not_verified(
     make_agent: MakeAgent, tmp_path: Path
 ) -> None:
     agent = make_agent()
-    report = agent.import_package(write(tmp_path, full_package()))
+    report = agent.import_package(write(tmp_path, full_package()), allow_unsigned=True)
     assert report.kind == "package" and report.export_id == EXPORT_ID
     assert len(report.record_ids) == 5
     assert dict(report.not_imported) == {
@@ -135,16 +135,18 @@ def test_a_package_arrives_as_candidates_imported_not_verified(
 def test_the_same_export_is_imported_once(make_agent: MakeAgent, tmp_path: Path) -> None:
     agent = make_agent()
     path = write(tmp_path, full_package())
-    agent.import_package(path)
+    agent.import_package(path, allow_unsigned=True)
     before = state(agent)
     with pytest.raises(PackageAlreadyImported, match=f"export {EXPORT_ID} was already imported"):
-        agent.import_package(path)
+        agent.import_package(path, allow_unsigned=True)
     assert state(agent) == before
 
 
 def test_sensitive_classes_can_be_left_out(make_agent: MakeAgent, tmp_path: Path) -> None:
     agent = make_agent()
-    report = agent.import_package(write(tmp_path, full_package()), include_sensitive=False)
+    report = agent.import_package(
+        write(tmp_path, full_package()), allow_unsigned=True, include_sensitive=False
+    )
     texts = {v.text for v in agent.what_do_you_know()}
     assert "I take insulin every morning." not in texts and len(texts) == 4
     assert dict(report.not_imported)["sensitive records left out"] == 1
@@ -155,7 +157,7 @@ def test_a_class_kept_on_this_device_stays_on_it_for_imports(
 ) -> None:
     agent = make_agent()
     agent.keep_on_device(Sensitivity.HEALTH)
-    report = agent.import_package(write(tmp_path, full_package()))
+    report = agent.import_package(write(tmp_path, full_package()), allow_unsigned=True)
     views = {v.record_id: v for v in agent.what_do_you_know()}
     [kept] = report.device_only
     assert views[kept].text == "I take insulin every morning." and views[kept].device_only
@@ -290,14 +292,16 @@ def test_bad_packages_are_refused_with_a_reason_and_change_nothing(
     names = []
     for name, path, error, reason in _refusals(tmp_path):
         with pytest.raises(error) as caught:
-            agent.import_package(path)
+            agent.import_package(path, allow_unsigned=True)
         message = str(caught.value)
         assert str(path) in message and reason in message, (name, message)
         assert "nothing was changed" in message
         assert state(agent) == before, name
         names.append(name)
     assert len(names) == 18
-    agent.import_package(write(tmp_path, full_package()))  # and a good one still goes in
+    agent.import_package(
+        write(tmp_path, full_package()), allow_unsigned=True
+    )  # and a good one still goes in
 
 
 def test_an_import_is_all_or_nothing(make_agent: MakeAgent, tmp_path: Path) -> None:
@@ -320,6 +324,7 @@ def test_an_import_is_all_or_nothing(make_agent: MakeAgent, tmp_path: Path) -> N
             now=datetime(2026, 3, 2, tzinfo=UTC),
             new_id=agent._id,
             apply=apply,
+            allow_unsigned=True,
         )
     assert len(calls) == 6 and state(agent) == before
 
@@ -329,7 +334,7 @@ def test_temporary_mode_imports_nothing(make_agent: MakeAgent, tmp_path: Path) -
     agent.set_temporary_mode(True)
     before = state(agent)
     with pytest.raises(TemporaryMode):
-        agent.import_package(write(tmp_path, full_package()))
+        agent.import_package(write(tmp_path, full_package()), allow_unsigned=True)
     assert state(agent) == before
 
 
@@ -348,12 +353,12 @@ def test_the_cli_says_which_kind_of_file_it_imported(
     out = capsys.readouterr().out
     assert "as a text file" in out and "imported, not verified" in out
     pkg = write(tmp_path, full_package())
-    assert cli_main(["device", "import", str(pkg), "--dir", folder]) == 0
+    assert cli_main(["device", "import", str(pkg), "--dir", folder, "--unsigned-ok"]) == 0
     out = capsys.readouterr().out
     assert f"as a memsync export package ({EXPORT_ID})" in out
     assert "5 record(s) as candidates: imported, not verified" in out
     assert "1 skeletons" in out and "2 projects" in out
-    assert cli_main(["device", "import", str(pkg), "--dir", folder]) == 2
+    assert cli_main(["device", "import", str(pkg), "--dir", folder, "--unsigned-ok"]) == 2
     err = capsys.readouterr().err
     assert "already imported" in err and "nothing was changed" in err
     assert cli_main(["device", "import", str(tmp_path / "gone.txt"), "--dir", folder]) == 2
@@ -379,7 +384,7 @@ def test_a_push_to_the_real_cloud_keeps_imports_candidates(
     try:
         ada = fleet.add_user("ada")
         phone = fleet.add_device(ada, "phone")
-        report = phone.agent.import_package(write(tmp_path, full_package()))
+        report = phone.agent.import_package(write(tmp_path, full_package()), allow_unsigned=True)
         synced = phone.agent.sync()
         assert synced.refused == [] and phone.agent.pending_ops() == 0
         with real_cloud.operator.store.session(ada.space_id) as s:
@@ -412,7 +417,7 @@ def test_a_committed_version_1_package_still_imports_and_nothing_is_quoted_as_yo
     candidate "imported, not verified", never quoted as "you wrote"."""
     assert json.loads(V1_PACKAGE.read_text())["schema_version"] == 1
     agent = make_agent()
-    report = agent.import_package(V1_PACKAGE)
+    report = agent.import_package(V1_PACKAGE, allow_unsigned=True)
     assert len(report.record_ids) == 9
     views = {v.record_id: v for v in agent.what_do_you_know()}
     assert set(views) == set(report.record_ids)
@@ -426,4 +431,4 @@ def test_a_committed_version_1_package_still_imports_and_nothing_is_quoted_as_yo
         assert "you wrote" not in (view.line or "")
         assert "you wrote" not in agent.explain(record_id)
     with pytest.raises(PackageAlreadyImported):
-        agent.import_package(V1_PACKAGE)
+        agent.import_package(V1_PACKAGE, allow_unsigned=True)

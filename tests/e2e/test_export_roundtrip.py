@@ -14,6 +14,7 @@ import pytest
 
 from cloud.config import CloudConfig
 from device.agent import DeviceAgent
+from device.errors import PackageNotSigned
 from device.views import RecordView
 from protocol.export.package import ExportedRecord, ExportPackage
 from protocol.model import (
@@ -159,7 +160,12 @@ def test_export_then_import_into_a_fresh_account_gives_the_same_content_as_candi
         # import into a fresh account (a held-back user on the same cloud)
         bea = fleet.add_user("bea")
         laptop = fleet.add_device(bea, "laptop")
-        report = laptop.agent.import_package(result.package_path)
+        # another account's package (issue 22): refused unless asked, then labelled
+        with pytest.raises(PackageNotSigned, match="signed by another account"):
+            laptop.agent.import_package(result.package_path)
+        assert laptop.agent.what_do_you_know() == [] and laptop.agent.pending_ops() == 0
+        report = laptop.agent.import_package(result.package_path, allow_unsigned=True)
+        assert report.origin == "signed by another account"
         assert report.kind == "package" and report.export_id == result.export_id
         synced = laptop.agent.sync()
         assert synced.refused == []
@@ -177,12 +183,16 @@ def test_export_then_import_into_a_fresh_account_gives_the_same_content_as_candi
                 Layer.CONSOLIDATED_FACT.value,
             )
         assert laptop.agent.rules() == []
-        # the cloud keeps them candidates too (the laptop keeps no class on the device,
-        # so every imported record, the phone's kept one included, reached the cloud)
+        # the cloud keeps them candidates too. The laptop keeps no class on the device,
+        # but the phone's device-only record is marked so in the signed package and
+        # stays only on the laptop (issue 22 item 6): it never reaches bea's cloud.
+        assert len(report.device_only) == 1
+        [kept] = report.device_only
+        assert views[kept].text is not None and "insulin" in views[kept].text
         with cloud.operator.store.session(bea.space_id) as s:
             rows = s.records(bea.space_id, report.record_ids)
         assert {row.lifecycle for row in rows.values()} == {"candidate"}
-        assert len(rows) == len(report.record_ids)
+        assert set(rows) == set(report.record_ids) - {kept}
         # and the first account is untouched by all of it
         with cloud.operator.store.session(ada.space_id) as s:
             assert s.records(ada.space_id, report.record_ids) == {}
