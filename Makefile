@@ -59,8 +59,8 @@ demo: $(STAMP) model
 	$(BIN)/memsync demo
 
 check: $(STAMP)
-	$(BIN)/ruff check protocol device cloud simulator tests bench models
-	$(BIN)/ruff format --check protocol device cloud simulator tests bench models
+	$(BIN)/ruff check protocol device cloud simulator memsync tests bench models
+	$(BIN)/ruff format --check protocol device cloud simulator memsync tests bench models
 	$(BIN)/mypy
 
 test: check model browser

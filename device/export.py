@@ -278,7 +278,7 @@ class DeviceOnly:
     def _count(self, section: Section, model: WireModel) -> WireModel:
         self.added[section] = self.added.get(section, 0) + 1
         if section is not Section.SKELETONS:
-            self.added_ids.append(str(model.id))
+            self.added_ids.append(str(model.model_dump(include={"id"})["id"]))
         return model
 
 

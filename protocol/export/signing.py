@@ -45,7 +45,7 @@ class PackageSignature(WireModel):
     """The trailer of a signed package file."""
 
     algorithm: Literal["ed25519"] = "ed25519"
-    verify_key: Hex32  # the account's verify key, hex
+    signer: Hex32  # the account's verify key (public), hex
     lines: Annotated[int, Field(ge=1)]
     chain: list[Hex32]  # d_1 .. d_lines
     device_only: list[Annotated[str, Field(max_length=200)]] = []  # ids kept device-only
@@ -89,7 +89,7 @@ class Signer:
         verify_key = bytes(self._key.verify_key).hex()
         message = _message(verify_key, len(self._chain), self._chain[-1], ids)
         return PackageSignature(
-            verify_key=verify_key,
+            signer=verify_key,
             lines=len(self._chain),
             chain=list(self._chain),
             device_only=ids,
@@ -147,12 +147,12 @@ def verify(body: bytes, signature: PackageSignature) -> None:
     """Check ``signature`` over ``body`` (an unsigned package's bytes), or raise a
     ``PackageError`` naming the first line (and item id) that does not match."""
     try:
-        key = VerifyKey(bytes.fromhex(signature.verify_key))
+        key = VerifyKey(bytes.fromhex(signature.signer))
         if len(signature.chain) != signature.lines:
             raise BadSignatureError("the line count disagrees with the digests")
         last = signature.chain[-1] if signature.chain else ""
         key.verify(
-            _message(signature.verify_key, signature.lines, last, signature.device_only),
+            _message(signature.signer, signature.lines, last, signature.device_only),
             bytes.fromhex(signature.signature),
         )
     except (BadSignatureError, ValueError) as exc:
@@ -180,4 +180,4 @@ def verify(body: bytes, signature: PackageSignature) -> None:
 
 
 def signed_by(signature: PackageSignature, verify_key: bytes | None) -> bool:
-    return verify_key is not None and signature.verify_key == verify_key.hex()
+    return verify_key is not None and signature.signer == verify_key.hex()
