@@ -723,6 +723,8 @@ def _live(args: argparse.Namespace) -> int:
 
     with _open(args) as agent:
         agent.start_live(wait=args.wait, on_event=show)
+        if not args.json:
+            print("live: syncing as changes commit in the cloud (Ctrl-C stops)", flush=True)
         try:
             stopped_by_itself = ended.wait(args.seconds)  # None: until Ctrl-C
         except KeyboardInterrupt:
