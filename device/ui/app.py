@@ -56,7 +56,7 @@ from device.errors import (
     ServerError,
     UnknownRecord,
 )
-from device.importing import looks_like_package
+from device.importing import ORIGIN_THIS_ACCOUNT, looks_like_package
 from device.subset import describe as describe_subset
 from device.ui.forms import Upload, read_form
 from device.ui.guard import (
@@ -598,6 +598,8 @@ def create_app(
     @app.post("/import")
     async def import_(request: Request) -> Response:
         upload = form(request).get("file")
+        from_elsewhere = form(request).get("from_elsewhere") == "yes"  # issue 22: explicit
+        origin = ""
         if not isinstance(upload, Upload) or not upload.data:
             return back(request, "/settings", "Not imported: choose a package or text file.")
         name = Path(upload.filename).name or "upload"
@@ -608,7 +610,10 @@ def create_app(
             path.write_bytes(upload.data)
             try:
                 if looks_like_package(path):
-                    count = len(agent.import_package(path).record_ids)
+                    report = agent.import_package(path, allow_unsigned=from_elsewhere)
+                    count = len(report.record_ids)
+                    if report.origin != ORIGIN_THIS_ACCOUNT:
+                        origin = f" The package is {report.origin}: imported from elsewhere."
                 else:
                     count = len(agent.import_text(upload.data.decode("utf-8"), source=name))
             finally:
@@ -619,7 +624,7 @@ def create_app(
             request,
             "/settings",
             f"Imported {name}: {count} candidate(s) arrived \u201cimported, not verified\u201d; "
-            "confirm them under Waiting for confirmation.",
+            "confirm them under Waiting for confirmation." + origin,
         )
 
     return app

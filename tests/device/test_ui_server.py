@@ -124,14 +124,22 @@ def test_the_page_over_a_real_cloud(cloud: RunningCloud, tmp_path: Path) -> None
         )  # fmt: skip
         with other, serve_ui(other) as ui:
             http = _session(ui)
+            upload = {"file": (package.name, package.read_bytes(), "application/json")}
+            refused = http.post(  # another account's package: only when the user says so
+                "/import", data={"csrf": _csrf(http)}, files=upload, headers={"Origin": ui.base}
+            )
+            page = html.unescape(http.get(refused.headers["location"]).text)
+            assert _flash(page).startswith("Not imported") and "another account" in page
+            assert other.waiting_for_confirmation() == []
             imported = http.post(
                 "/import",
-                data={"csrf": _csrf(http)},
-                files={"file": (package.name, package.read_bytes(), "application/json")},
+                data={"csrf": _csrf(http), "from_elsewhere": "yes"},
+                files=upload,
                 headers={"Origin": ui.base},
             )
             page = html.unescape(http.get(imported.headers["location"]).text)
             assert "1 candidate(s) arrived" in _flash(page), _flash(page)
+            assert "signed by another account: imported from elsewhere" in _flash(page)
             waiting = other.waiting_for_confirmation()
             assert [v.text for v in waiting] == ["I like green tea."]
             assert [v.confidence for v in waiting] == ["Imported, not verified"]
