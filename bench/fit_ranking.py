@@ -37,10 +37,12 @@ import numpy as np
 
 from bench import quality_data
 from bench.retrieval_quality import Line, Outcome, load_person, outcome, summarise
-from device import retrieval
+from device import retrieval, search
+from device.db import Database
 from protocol.retrieval import fitted
 from protocol.retrieval.fusion import Fusion, Ranking
 from protocol.retrieval.pipeline import retrieve
+from protocol.retrieval.restate import restate
 from protocol.retrieval.task import Candidate, SearchHits, Task
 
 BASELINE_EMPTY = 0.28125  # empty answers on tuning no-answer queries with the 0.30 floor
@@ -197,6 +199,27 @@ def write(r: Ranking, report: dict[Fusion, dict[str, float]]) -> None:
     FITTED.write_text("\n".join(lines))
 
 
+def restated_vector_hits(
+    db: Database, query: str, limit: int = search.VECTOR_LIMIT
+) -> dict[str, float]:
+    """``--restate``: the nearest records to the normalised mean of the query's embedding
+    and that of the statement that would answer it (``restate``). Measured, not adopted
+    (docs/decisions.md, Issue 20 round two), so it lives here, not on the device."""
+    stated = restate(query)
+    if stated == query:
+        return PLAIN_VECTOR_HITS(db, query, limit)
+    m = search.vector_index(db)
+    if not m.rows:
+        return {}
+    both = np.asarray(search.embedder_for(db).embed([query, stated]), dtype=np.float32)
+    mean = both[0] + both[1]
+    mean /= max(float(np.linalg.norm(mean)), 1e-12)
+    return dict(m.nearest(mean, limit))
+
+
+PLAIN_VECTOR_HITS = search.vector_hits
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--write", action="store_true")
@@ -209,7 +232,8 @@ def main() -> None:
     args = parser.parse_args()
     if args.write and args.restate:
         parser.error("--restate is a measurement: the device does not restate, so do not write")
-    retrieval.RESTATE = args.restate
+    if args.restate:  # this process only: the device's vector leg, swapped for the measurement
+        search.vector_hits = restated_vector_hits
     asked = collect()
     best = fit(asked, args.curves)
     report: dict[Fusion, dict[str, float]] = {}

@@ -267,7 +267,7 @@ def _observe(args: argparse.Namespace) -> int:
 
 def _import(args: argparse.Namespace) -> int:
     path = Path(args.file)
-    from device.importing import looks_like_package
+    from device.importing import ORIGIN_THIS_ACCOUNT, looks_like_package
 
     if not path.is_file() or looks_like_package(path):  # a missing file: refused by name
         with _open(args) as agent:
@@ -285,7 +285,7 @@ def _import(args: argparse.Namespace) -> int:
         ]
         if report.device_only:
             lines.append(f"{len(report.device_only)} record(s) kept only on this device.")
-        if report.origin != "signed by this account":
+        if report.origin != ORIGIN_THIS_ACCOUNT:
             lines.append(f"The package is {report.origin}: imported from elsewhere, as asked.")
         data = dataclasses.asdict(report)
         _emit(args, data, "\n".join(lines))

@@ -18,8 +18,6 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-import numpy as np
-
 from device import batch, catalog, search, store
 from device.db import Database
 from device.reading import held, is_active, live_conflicts, said_on
@@ -29,7 +27,6 @@ from protocol.model import LifeArea, Sensitivity
 from protocol.retrieval.block import MemoryBlock
 from protocol.retrieval.gather import gather as gather_records
 from protocol.retrieval.pipeline import retrieve
-from protocol.retrieval.restate import restate
 from protocol.retrieval.task import Candidate, SearchHits, Task
 
 SCOPE_DEVICE = "device"
@@ -122,25 +119,6 @@ def task_for(
     )
 
 
-RESTATE = False  # measured: it cost tuning MRR (docs/decisions.md, Issue 20 round two)
-
-
-def question_vector_hits(db: Database, query: str) -> dict[str, float]:
-    """Nearest records to the query's meaning: the normalised mean of the query's
-    embedding and that of the statement that would answer it (``restate``); these
-    encoders match a statement to a statement better than a question to one."""
-    stated = restate(query) if RESTATE else query
-    if stated == query:
-        return search.vector_hits(db, query)
-    m = search.vector_index(db)
-    if not m.rows:
-        return {}
-    both = np.asarray(search.embedder_for(db).embed([query, stated]), dtype=np.float32)
-    mean = both[0] + both[1]
-    mean /= max(float(np.linalg.norm(mean)), 1e-12)
-    return dict(m.nearest(mean, search.VECTOR_LIMIT))
-
-
 def gather(
     db: Database,
     task: Task,
@@ -162,7 +140,7 @@ def gather(
 
     return gather_records(
         lexical=search.lexical_hits(db, task.query) if lexical else {},
-        vector=question_vector_hits(db, task.query) if vector else {},
+        vector=search.vector_hits(db, task.query) if vector else {},
         vector_searched=vector,
         load=load,
         related=lambda contents: search.related(db, contents),
