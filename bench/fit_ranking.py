@@ -73,7 +73,7 @@ def collect() -> list[Asked]:
                 db = loaded.agent._db  # the bench reads the device's own store
                 for q in person.queries:
                     task = retrieval.task_for(q.text, person.asked_at)
-                    candidates, hits = retrieval.gather(db, task)
+                    candidates, hits = retrieval.gather(db, task, follow_all=True)  # refitted later
                     out.append(Asked(q, task, candidates, hits, loaded.relevant(q)))
             finally:
                 loaded.agent.close()

@@ -370,18 +370,7 @@ def render(result: dict[str, Any]) -> Table:
     return table
 
 
-def render_retrieval(result: dict[str, Any]) -> list[Table]:
-    q = result["retrieval_quality"]
-    quality = Table(
-        title=f"retrieval quality ({q['queries']} queries over {q['records']} records, "
-        "tests/data/retrieval_eval.json)"
-    )
-    metrics = ["recall@1", "recall@3", "mrr", "subset_recall", "subset_size"]
-    quality.add_column("mode")
-    for m in metrics:
-        quality.add_column(m, justify="right")
-    for mode in ("lexical", "vector", "hybrid"):
-        quality.add_row(mode, *(f"{q[mode][m]:.3f}" for m in metrics))
+def render_latency(rows: dict[str, Any]) -> Table:
     latency = Table(
         title="device recall latency (one query, offline, SQLCipher store of varied sentences; "
         "floor = embed the query + int8 scan + one FTS5 query, same run, alternating)"
@@ -389,7 +378,7 @@ def render_retrieval(result: dict[str, Any]) -> list[Table]:
     cols = ("records", "p50 ms", "p95 ms", "floor p50", "floor p95", "p95/floor")
     for col in (*cols, "cpu p50", "floor cpu p50", "cold ms", "db MB"):
         latency.add_column(col, justify="right")
-    for size, row in result["retrieval_latency"].items():
+    for size, row in rows.items():
         latency.add_row(
             f"{int(size):,}",
             f"{row['p50_ms']:.1f}",
@@ -402,6 +391,22 @@ def render_retrieval(result: dict[str, Any]) -> list[Table]:
             f"{row['cold_ms']:.0f}",
             f"{row['db_mb']:.1f}",
         )
+    return latency
+
+
+def render_retrieval(result: dict[str, Any]) -> list[Table]:
+    q = result["retrieval_quality"]
+    quality = Table(
+        title=f"retrieval quality ({q['queries']} queries over {q['records']} records, "
+        "tests/data/retrieval_eval.json)"
+    )
+    metrics = ["recall@1", "recall@3", "mrr", "subset_recall", "subset_size"]
+    quality.add_column("mode")
+    for m in metrics:
+        quality.add_column(m, justify="right")
+    for mode in ("lexical", "vector", "hybrid"):
+        quality.add_row(mode, *(f"{q[mode][m]:.3f}" for m in metrics))
+    latency = render_latency(result["retrieval_latency"])
     embedding = Table(title="sentence embeddings on one core (onnxruntime, 1 thread)")
     embedding.add_column("measure")
     embedding.add_column("value", justify="right")
@@ -495,6 +500,7 @@ def main() -> None:
             "simulator",
             "cloud-recall",
             "retrieval-quality",
+            "retrieval-latency",
             "cli",
         ],
         default="all",
@@ -508,7 +514,8 @@ def main() -> None:
         "baseline); 'cloud-recall': only issue 20's first recall --cloud on a freshly "
         "pushed space (before and after background indexing); 'retrieval-quality': only "
         "issue 20's retrieval quality (memsync's recall beside plain cosine and BM25 on both "
-        "halves of bench/retrieval_data); 'cli': only issue 23's CLI wall time (memsync "
+        "halves of bench/retrieval_data); 'retrieval-latency': only issue 20's recall latency "
+        "at --sizes beside its floor; 'cli': only issue 23's CLI wall time (memsync "
         "--help and device list, fresh processes, beside python -c pass)",
     )
     args = parser.parse_args()
@@ -583,6 +590,15 @@ def main() -> None:
         RESULTS.write_text(json.dumps(result, indent=2) + "\n")
         for table in retrieval_quality_bench.render(result["retrieval_quality_20"]):
             console.print(table)
+        print(f"wrote {RESULTS}")
+        return
+    if args.only == "retrieval-latency":
+        with tempfile.TemporaryDirectory(prefix="memsync-bench-") as tmp:
+            sizes = [200] if args.smoke else args.sizes
+            rows = retrieval_bench.latency(Path(tmp) / "latency", sizes, 20 if args.smoke else 200)
+        result = _stamped(retrieval_latency=rows, smoke=args.smoke)
+        RESULTS.write_text(json.dumps(result, indent=2) + "\n")
+        console.print(render_latency(rows))
         print(f"wrote {RESULTS}")
         return
     n_device, n_push = (20, 20) if args.smoke else (args.device_pairs, args.push_pairs)

@@ -183,6 +183,7 @@ class CloudRetrieval:
                 vector_searched=vector,
                 load=reader.load,
                 related=lambda contents: self.index.related(s, space_id, contents),
+                task=task,
             )
 
     def recall(

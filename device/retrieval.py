@@ -126,11 +126,13 @@ def gather(
     lexical: bool = True,
     vector: bool = True,
     one_by_one: bool = False,
+    follow_all: bool = False,
 ) -> tuple[list[Candidate], SearchHits]:
     """What the indexes propose, and the authoritative state of every record involved:
     hits, records related to them, and their companions (``lexical``/``vector`` switch
-    an index off, for evaluation; ``one_by_one`` reads each record alone, the reference
-    the batch read is tested against)."""
+    an index off, for evaluation; ``one_by_one`` reads each record alone and
+    ``follow_all`` follows every seed's relations: the references the batch read and
+    the relation pruning are tested against)."""
     if not task.personalized or task.limit <= 0:
         return [], SearchHits()
     projects = catalog.projects(db)
@@ -144,6 +146,7 @@ def gather(
         vector_searched=vector,
         load=load,
         related=lambda contents: search.related(db, contents),
+        task=None if follow_all else task,
     )
 
 

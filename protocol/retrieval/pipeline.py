@@ -1,7 +1,8 @@
 """The fixed retrieval order, composed once; device and cloud both call ``retrieve``.
 
 Invariant: this is the only composition of the steps; ``retrieve`` runs all eight, in
-order (``ranked`` is its first six, for evaluation).
+order (``ranked`` is its first six, for evaluation; ``searched_and_ranked`` the same six
+keeping step 5's stage, for gathering).
 """
 
 from __future__ import annotations
@@ -11,6 +12,7 @@ from collections.abc import Iterable
 from protocol.retrieval.block import MemoryBlock, present
 from protocol.retrieval.steps import (
     Ranked,
+    Searched,
     opinion_filter,
     policy_gate,
     rank,
@@ -33,10 +35,18 @@ STEPS = (
 )
 
 
+def searched_and_ranked(
+    task: Task, candidates: Iterable[Candidate], hits: SearchHits
+) -> tuple[Searched, Ranked]:
+    """Steps 1 to 6, with the stage step 5 returned beside step 6's."""
+    filtered = opinion_filter(policy_gate(state_filter(task_area(task, candidates))))
+    searched = search(filtered, hits)
+    return searched, rank(searched)
+
+
 def ranked(task: Task, candidates: Iterable[Candidate], hits: SearchHits) -> Ranked:
     """Steps 1 to 6: every record search found, in ranking order (evaluation reads it)."""
-    filtered = opinion_filter(policy_gate(state_filter(task_area(task, candidates))))
-    return rank(search(filtered, hits))
+    return searched_and_ranked(task, candidates, hits)[1]
 
 
 def retrieve(task: Task, candidates: Iterable[Candidate], hits: SearchHits) -> MemoryBlock:
