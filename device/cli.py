@@ -35,9 +35,10 @@ from typing import TYPE_CHECKING, Any
 from device import subset_cli
 from device.errors import DeviceError
 from protocol.errors import ProtocolError
+from protocol.export.importing import same_words
 from protocol.export.package import Section
 from protocol.messages import MAX_PULL_WAIT, parse_closing_header
-from protocol.model import ContentType, LifeArea, Sensitivity, TimeKind
+from protocol.model import ContentType, LifeArea, LifecycleState, Sensitivity, TimeKind
 from protocol.operations import EffectKind
 from protocol.provenance import EXTERNAL_MEDIA
 
@@ -564,11 +565,41 @@ def _forget(args: argparse.Namespace) -> int:
             "the record's keys and cannot be undone); to stop using it, use dont-use"
         )
     with _open(args) as agent:
+        twins = _same_words(agent, args.record_id)
         if not args.yes:
             print(_forget_preview(agent, args.record_id))
+            if twins:
+                print(f"{len(twins)} other record(s) hold the same words:")
+                print("\n".join(f"  {v.record_id}: {(v.text or '')[:120]!r}" for v in twins))
         _confirm_permanent(args, args.record_id)
+        also = [v.record_id for v in twins] if args.same_words else []
+        if twins and not args.yes and not args.same_words:
+            answer = input(f"Forget those {len(twins)} too? Type 'yes' (anything else: no): ")
+            also = [v.record_id for v in twins] if answer.strip().lower() == "yes" else []
         _result(args, agent.forget_permanently(args.record_id))
+        for other in also:
+            _result(args, agent.forget_permanently(other))
+        if twins and not also and not args.json:
+            print(f"Kept {len(twins)} record(s) with the same words: {twins[0].record_id} ...")
     return 0
+
+
+def _same_words(agent: DeviceAgent, record_id: str) -> list[RecordView]:
+    """The other readable, unforgotten records whose words are the named record's
+    (``protocol.export.importing.same_words``: case, spacing, final stop aside)."""
+    views = agent.list_records()
+    view = next((v for v in views if v.record_id == record_id), None)
+    if view is None or not view.text:
+        return []
+    words = same_words(view.text)
+    return [
+        v
+        for v in views
+        if v.record_id != record_id
+        and v.text
+        and v.lifecycle != LifecycleState.FORGOTTEN.value
+        and same_words(v.text) == words
+    ]
 
 
 def _forget_preview(agent: DeviceAgent, record_id: str) -> str:
@@ -940,6 +971,11 @@ def register(subparsers: Any) -> argparse.ArgumentParser:
     p.add_argument("--area", default=None, choices=areas, help="forget a whole life area")
     p.add_argument("--all", action="store_true", help="forget all memory")
     p.add_argument("--yes", action="store_true", help="do not ask for confirmation")
+    p.add_argument(
+        "--same-words",
+        action="store_true",
+        help="also forget the other records holding the same words",
+    )
     p = command("pending", _pending, "forgets some device of the account has not confirmed")
     p = command("correct", _correct, "that's wrong: a new version in your own typed words")
     p.add_argument("record_id")

@@ -16,7 +16,9 @@ Invariants:
   candidates "imported, not verified". Every op is built before the transaction opens;
   a refusal of any op rolls back the whole import.
 - The ledger row (export id, when, counts) commits in that same transaction, so an
-  export id is imported into a device at most once.
+  export id is imported into a device at most once; and a record whose words this
+  device already holds (any record it can read, ``held_words``) is not imported again,
+  so a second export of the same memory adds nothing either.
 - A record of a class the user keeps on this device stays on this device, and so does
   every episode such a record rests on (``keep_on_device``), exactly as for what the
   user types. So does every record the package's signed trailer marks device-only
@@ -39,7 +41,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from device import candidates, store
+from device import batch, candidates, store
 from device.db import Database
 from device.errors import (
     NotAPackage,
@@ -56,7 +58,13 @@ from device.errors import (
 from device.views import ImportReport, LocalResult
 from protocol.errors import PackageError
 from protocol.export import signing
-from protocol.export.importing import ImportPlan, operations, plan_import
+from protocol.export.importing import (
+    ImportPlan,
+    operations,
+    plan_import,
+    same_words,
+    without_held,
+)
 from protocol.export.package import FORMAT, ExportPackage
 from protocol.export.versions import check_version, known_versions, upgrade_package
 from protocol.operations import AddEpisode, AnyOperation
@@ -192,6 +200,18 @@ def origin_of(signature: signing.PackageSignature | None, account_key: bytes | N
     return ORIGIN_OTHER_ACCOUNT
 
 
+def held_words(db: Database) -> set[str]:
+    """The words (``same_words``) of every record this device can read, whatever its
+    lifecycle: a fact held, a candidate waiting or a record the user said not to use is
+    not imported again as a new candidate."""
+    ids = [str(r[0]) for r in db.all("SELECT record_id FROM records ORDER BY record_id")]
+    return {
+        same_words(c.content.text)
+        for c in batch.candidates(db, ids, {}).values()
+        if c.content is not None
+    }
+
+
 def already_imported(db: Database, export_id: str) -> str | None:
     """When ``export_id`` was imported into this device, or None."""
     row = db.one("SELECT imported_at FROM imported_packages WHERE export_id = ?", (export_id,))
@@ -230,6 +250,7 @@ def import_package(
         )
     try:
         plan = plan_import(package, now=now, new_id=new_id, include_sensitive=include_sensitive)
+        plan = without_held(plan, held_words(db))
         ops = list(operations(plan, new_id=new_id, at=now))
     except PackageError as exc:
         raise PackageInvalid(path, str(exc)) from exc

@@ -33,7 +33,7 @@ Invariants:
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence, Set
 from datetime import datetime
 from typing import Annotated
 
@@ -274,3 +274,38 @@ def operations(
             record_id=record.record_id,
             content=record.content,
         )
+
+
+ALREADY_HELD = "already on this device (the same words)"
+
+
+def same_words(text: str) -> str:
+    """What makes two statements the same for an import: their words, case-folded,
+    whitespace and final punctuation aside."""
+    return " ".join(text.casefold().split()).rstrip(".!?;, ")
+
+
+def without_held(plan: ImportPlan, held: Set[str]) -> ImportPlan:
+    """``plan`` without the records whose words (``same_words``) the device already holds
+    or that an earlier record of the plan brings, and without the episodes only those
+    records rested on (an episode no record cites stays); each record left out is
+    counted under ``ALREADY_HELD``. A package whose words are all held adds nothing."""
+    seen = set(held)
+    kept: list[PlannedRecord] = []
+    for record in plan.records:
+        words = same_words(record.content.text)
+        if words in seen:
+            continue
+        seen.add(words)
+        kept.append(record)
+    dropped = len(plan.records) - len(kept)
+    if not dropped:
+        return plan
+    cited = {e for r in kept for e in r.content.source_episode_ids}
+    gone = {e for r in plan.records if r not in kept for e in r.content.source_episode_ids}
+    episodes = [e for e in plan.episodes if e.episode_id in cited or e.episode_id not in gone]
+    not_imported = dict(plan.not_imported)
+    not_imported[ALREADY_HELD] = not_imported.get(ALREADY_HELD, 0) + dropped
+    return plan.model_copy(
+        update={"records": kept, "episodes": episodes, "not_imported": not_imported}
+    )

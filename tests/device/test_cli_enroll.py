@@ -148,6 +148,30 @@ def test_the_forget_prompt_shows_the_words_and_the_other_devices(
     assert "Kalomi" in out  # nothing was changed by the refusal
 
 
+def test_a_forget_offers_the_records_with_the_same_words(
+    cloud: FakeCloud, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    run(capsys, "init", "--name", "phone", "--code", cloud.new_code())
+    monkeypatch.setattr(DeviceAgent, "devices", lambda agent: [])
+    ids = []
+    for n, text in enumerate(("I was born in Lima.", "i was born in lima", "I like Lima.")):
+        run(capsys, "say", text, "--conversation", f"c{n}")
+        _, out, _ = run(capsys, "remember", text, "--conversation", f"c{n}", "--json")
+        ids.append(json.loads(out)["record_id"])
+    answers = iter(["yes", "no"])  # forget this one; keep its twin
+    monkeypatch.setattr("builtins.input", lambda prompt: next(answers))
+    code, out, _ = run(capsys, "forget", ids[0], "--permanent")
+    assert code == 0 and "1 other record(s) hold the same words" in out
+    assert ids[1] in out and ids[2] not in out
+    assert f"Kept 1 record(s) with the same words: {ids[1]}" in out
+    _, out, _ = run(capsys, "list")
+    assert "i was born in lima" in out
+    code, out, _ = run(capsys, "forget", ids[1], "--permanent", "--yes", "--same-words")
+    assert code == 0
+    _, out, _ = run(capsys, "list")
+    assert "born in" not in out.casefold() and "I like Lima." in out
+
+
 def test_pending_names_the_devices_still_holding_keys(
     cloud: FakeCloud, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -30,6 +30,7 @@ from device.errors import (
 )
 from device.views import LocalResult
 from protocol.confidence import ConfidenceClass
+from protocol.export.importing import ALREADY_HELD
 from protocol.model import Sensitivity
 from protocol.operations import AnyOperation
 from simulator.cloud_runner import RunningCloud
@@ -140,6 +141,34 @@ def test_the_same_export_is_imported_once(make_agent: MakeAgent, tmp_path: Path)
     with pytest.raises(PackageAlreadyImported, match=f"export {EXPORT_ID} was already imported"):
         agent.import_package(path, allow_unsigned=True)
     assert state(agent) == before
+
+
+def test_a_second_export_of_the_same_memory_adds_nothing(
+    make_agent: MakeAgent, tmp_path: Path
+) -> None:
+    agent = make_agent()
+    agent.import_package(write(tmp_path, full_package()), allow_unsigned=True)
+    before = {v.record_id for v in agent.what_do_you_know()}
+    again = write(tmp_path, full_package(export_id="exp_" + "b2" * 8), "again.json")
+    report = agent.import_package(again, allow_unsigned=True)
+    assert report.record_ids == ()
+    assert dict(report.not_imported)[ALREADY_HELD] == 5
+    assert {v.record_id for v in agent.what_do_you_know()} == before
+    queued = agent._debug_db().all("SELECT kind FROM op_queue WHERE kind = 'infer'")
+    assert len(queued) == 5  # the first import's, and nothing more
+
+
+def test_words_the_device_already_holds_are_not_imported_again(
+    make_agent: MakeAgent, tmp_path: Path
+) -> None:
+    agent = make_agent()
+    agent.say("i live in  Oslo", "c1")
+    mine = agent.remember("i live in  Oslo", "c1").record_id  # same words, other case
+    report = agent.import_package(write(tmp_path, full_package()), allow_unsigned=True)
+    assert len(report.record_ids) == 4 and dict(report.not_imported)[ALREADY_HELD] == 1
+    texts = [v.text for v in agent.what_do_you_know()]
+    assert "I live in Oslo." not in texts and texts.count("i live in  Oslo") == 1
+    assert {v.record_id for v in agent.what_do_you_know()} >= {mine}
 
 
 def test_sensitive_classes_can_be_left_out(make_agent: MakeAgent, tmp_path: Path) -> None:

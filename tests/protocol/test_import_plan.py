@@ -16,12 +16,15 @@ from pydantic import ValidationError
 
 from protocol.errors import PackageError
 from protocol.export.importing import (
+    ALREADY_HELD,
     IMPORT_CONVERSATION,
     LEFT_OUT_SENSITIVE_EPISODES,
     LEFT_OUT_SENSITIVE_RECORDS,
     ImportPlan,
     operations,
     plan_import,
+    same_words,
+    without_held,
 )
 from protocol.export.package import ExportPackage
 from protocol.ids import is_id, make_id
@@ -348,3 +351,31 @@ def test_the_exported_at_of_a_package_does_not_date_its_imports() -> None:
     p = plan(package(records=[record(1, one)]))
     [obs] = p.records[0].content.evidence.observations
     assert obs.at == NOW != EXPORTED_AT
+
+
+WORDS = ("I live in Oslo.", "i live in oslo", "I prefer tea.", "My cat is Pimenta!", "I swim.")
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    texts=st.lists(st.sampled_from(WORDS), min_size=1, max_size=6),
+    held=st.sets(st.sampled_from([same_words(w) for w in WORDS])),
+)
+def test_without_held_drops_exactly_the_words_already_held(
+    texts: list[str], held: set[str]
+) -> None:
+    pkg = package(
+        records=[
+            record(n, {"text": t, "source_episode_ids": [eid(n)]}) for n, t in enumerate(texts)
+        ],
+        episodes=[episode(n, t) for n, t in enumerate(texts)],
+    )
+    full = plan(pkg)
+    kept = without_held(full, held)
+    words = [same_words(r.content.text) for r in kept.records]
+    assert len(words) == len(set(words)) and not set(words) & held
+    assert set(words) == {same_words(t) for t in texts} - held  # nothing new is lost
+    dropped = len(full.records) - len(kept.records)
+    assert kept.not_imported.get(ALREADY_HELD, 0) == dropped
+    cited = {e for r in kept.records for e in r.content.source_episode_ids}
+    assert {e.episode_id for e in kept.episodes} == cited  # each text's own episode
