@@ -33,7 +33,7 @@ from collections.abc import Callable, Iterator
 from contextvars import ContextVar
 from datetime import datetime
 from enum import StrEnum
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Literal, assert_never
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -165,6 +165,24 @@ def event_for(
         lifecycle=LifecycleState(after[0]),
         changed=moved,
     )
+
+
+def describe(event: RecordEvent) -> str:
+    """One line a person reads for an event (ids and states only: an event has no words)."""
+    source = "from the cloud" if event.cause is Cause.PULLED else "here"
+    match event:
+        case RecordAdded():
+            what = f"added ({event.lifecycle.value})"
+        case RecordChanged():
+            what = f"changed: {', '.join(event.changed)} (now {event.lifecycle.value})"
+        case RecordForgotten():
+            what = "permanently forgotten"
+        case RecordEvicted():
+            what = "left this device (still in the cloud)"
+        case _:
+            assert_never(event)
+    version = "" if event.version is None else f" v{event.version}"
+    return f"{event.at.isoformat()} {event.record_id}{version} {what}, {source}"
 
 
 class Subscription:
