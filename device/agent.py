@@ -1380,11 +1380,12 @@ class DeviceAgent:
             held = self._wipe(exc.code, exc.message)
             raise self._wiped(held, self.confirm_wipe()) from exc
 
-    def _wipe(self, code: str, said: str) -> int:
+    def _wipe(self, code: str, said: str, cause: Cause = Cause.PULLED) -> int:
         """Wipe this device's copy of the memory (the cloud said ``code``); how many
-        records it held."""
+        records it held. Each record held is told evicted (``cause``: the cloud's word,
+        unless this device ended the account itself)."""
         queued = store.queue_count(self._db)
-        with self._db.atomic():
+        with caused_by(cause), self._db.atomic():
             held = shred.wipe(self._db, at=self._now())
         self._db.checkpoint()
         self._wipe_cause = (code, said, queued)
@@ -1524,7 +1525,7 @@ class DeviceAgent:
             f"the account of space {response.space_id} was deleted at "
             f"{response.ended_at.isoformat()} from device {meta.device_id}"
         )
-        held = self._wipe(ErrorCode.ACCOUNT_ENDED.value, said)
+        held = self._wipe(ErrorCode.ACCOUNT_ENDED.value, said, Cause.LOCAL)
         confirmed = self.confirm_wipe()
         return AccountDeletion(
             space_id=response.space_id,

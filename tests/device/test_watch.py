@@ -428,3 +428,23 @@ def test_cli_status_and_the_first_syncs_progress_bar(
     code, out, _ = run("status")
     assert "Last synced: 20" in out and "Queued changes: 0" in out
     assert "Connection: unknown" in out  # a new process has not called the cloud yet
+
+
+def test_a_revoked_devices_wipe_tells_each_record_evicted(fleet: Fleet) -> None:
+    from device.errors import DeviceRevoked
+
+    ada = fleet.add_user("ada")
+    phone = fleet.add_device(ada, "phone")
+    phone.agent.say(TYPED, "c1")
+    held = {phone.agent.remember(s, "c1").record_id for s in (PORTO, CELLO)}
+    phone.agent.sync()
+    seen: list[RecordEvent] = []
+    phone.agent.watch(seen.append)
+    assert phone.agent.device_id is not None
+    fleet.cloud.operator.revoke_device(ada.space_id, phone.agent.device_id)
+    with pytest.raises(DeviceRevoked):
+        phone.agent.sync()
+    assert {e.record_id for e in seen} == held
+    assert all(isinstance(e, RecordEvicted) and e.cause is Cause.PULLED for e in seen)
+    assert phone.agent.held_records() == set()
+    assert phone.agent.sync_status().connection is Connection.NOT_ENROLLED
