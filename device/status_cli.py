@@ -19,9 +19,7 @@ from collections.abc import Callable
 from contextlib import AbstractContextManager
 from typing import TYPE_CHECKING, Any
 
-from device.sync_status import describe
-
-if TYPE_CHECKING:
+if TYPE_CHECKING:  # the agent and the store load when a command runs
     from device.agent import DeviceAgent
     from device.changes import RecordEvent
     from device.views import SyncReport
@@ -68,6 +66,8 @@ def register(command: Command, open_agent: Open, emit: Emit) -> None:
     """Add ``status`` to the ``device`` command group."""
 
     def status(args: argparse.Namespace) -> int:
+        from device.sync_status import describe
+
         with open_agent(args) as agent:
             now = agent.sync_status(ask_cloud=args.cloud)
             emit(args, json.loads(now.model_dump_json()), describe(now))
