@@ -180,6 +180,22 @@ def test_the_change_feed_queues_events_for_a_reader(make_agent: MakeAgent) -> No
     assert [(e.kind, e.record_id) for e in feed] == [("changed", porto)]  # then it ends
 
 
+def test_another_thread_iterates_the_feed_until_it_is_closed(make_agent: MakeAgent) -> None:
+    import threading
+
+    agent = make_agent()
+    feed = agent.changes()
+    read: list[RecordEvent] = []
+    reader = threading.Thread(target=lambda: read.extend(feed), name="app reader")
+    reader.start()  # blocks on the feed: no event yet
+    agent.say(TYPED, "c1")
+    written = [agent.remember(s, "c1").record_id for s in (PORTO, CELLO)]
+    feed.close()
+    reader.join(timeout=30)
+    assert not reader.is_alive()
+    assert [e.record_id for e in read] == written
+
+
 # --- the classification rule --------------------------------------------------------------
 
 _rows = st.none() | st.tuples(
