@@ -24,6 +24,10 @@ Invariants:
 - Live sync (``start_live``/``stop_live``/``live``, ``device.live``) runs in background
   threads: syncs are serialised by the agent's sync lock, every statement and
   transaction by the database's own lock; each queued op signals the live loop.
+- ``watch``/``changes``/``watch_query`` hear every record change after its transaction
+  commits (``device.changes``, ``device.query_watch``); what a sync changes is told
+  with cause ``pulled``. ``sync_status`` reads where the device stands
+  (``device.sync_status``); only a sync that went through stores its time.
 """
 
 from __future__ import annotations
@@ -56,6 +60,14 @@ from device import (
     store,
 )
 from device import subset as device_subset
+from device.changes import (
+    Cause,
+    ChangeFeed,
+    ChangeHub,
+    RecordEvent,
+    Subscription,
+    caused_by,
+)
 from device.client import LIVE_PULL_SINCE, CloudClient
 from device.db import DB_FILENAME, KDF_SUFFIX, Database
 from device.detector import default_detector
@@ -80,8 +92,10 @@ from device.live import DEFAULT_WAIT, LiveEvent, LiveSync, Sleeper, end_waiting_
 from device.live import wait_for_change as wait_for_live_change
 from device.local import apply_local
 from device.migrations import migrate
+from device.query_watch import QueryWatch
 from device.retrieval import Recall
 from device.sync import SyncSession
+from device.sync_status import SyncStatus, SyncTracker
 from device.views import (
     AccountDeletion,
     ImportReport,
@@ -251,6 +265,8 @@ class DeviceAgent:
         # why this device last wiped its copy: (the cloud's code, what it said, how many
         # queued ops went with it); in memory only (after a restart: "revoked" wording)
         self._wipe_cause: tuple[str, str, int] | None = None
+        self._changes = ChangeHub(db, self._now_dt)
+        self._status = SyncTracker()
 
     # --- lifecycle -------------------------------------------------------------------
 
@@ -1172,10 +1188,94 @@ class DeviceAgent:
             raise NotEnrolled(
                 f"device {meta.device_name!r} is not enrolled; enroll it with a code first"
             )
-        with self._sync_lock, self._revocable():
-            report = SyncSession(self._db, self._cloud(), self._now, self._random).run()
+        self._status.started(self._now_dt())
+        try:
+            # what the sync changes here is the cloud's word: told as "pulled"
+            with caused_by(Cause.PULLED), self._sync_lock, self._revocable():
+                report = SyncSession(self._db, self._cloud(), self._now, self._random).run()
+        except BaseException as exc:
+            self._status.failed(exc)
+            raise
+        with self._db.atomic():
+            store.set_last_synced(self._db, self._now())
+        self._status.succeeded()
         self.rebuild_vectors(limit=REBUILD_PER_SYNC)
         return report
+
+    # --- watching changes and the sync status -----------------------------------------
+
+    def watch(self, callback: Callable[[RecordEvent], None]) -> Subscription:
+        """Call ``callback`` with each record event (added, changed, forgotten, evicted)
+        once the transaction that made it committed, in the thread that committed it;
+        returns the subscription (``cancel()`` stops it). A callback that raises is
+        logged; the write and the other callbacks go on."""
+
+        def each(events: list[RecordEvent]) -> None:
+            for event in events:
+                callback(event)
+
+        return self._changes.add(each)
+
+    def changes(self) -> ChangeFeed:
+        """The iterator form of ``watch``: events queue in the feed as they commit;
+        ``drain()`` takes what is there, iterating waits for more (until ``close()``)."""
+        return ChangeFeed(self._changes)
+
+    def watch_query(
+        self,
+        query: str,
+        callback: Callable[[list[RecallHit]], None],
+        limit: int = 5,
+        *,
+        area: LifeArea | None = None,
+        project: str | None = None,
+        personalized: bool = True,
+        factual: bool | None = None,
+        consents: Iterable[Sensitivity] = (),
+    ) -> QueryWatch:
+        """Run ``recall`` now and call back with its answer; then re-run it whenever
+        records change and call back when the answer differs (``device.query_watch``).
+        An answer told counts its records as used, as a recall does; a re-run whose
+        answer is unchanged counts nothing."""
+        allowed = frozenset(consents)
+
+        def run() -> list[RecallHit]:
+            return list(
+                retrieval.recall(
+                    self._db,
+                    query,
+                    self._now_dt(),
+                    limit=limit,
+                    area=area,
+                    project=project,
+                    personalized=personalized,
+                    factual=factual,
+                    consents=allowed,
+                ).hits
+            )
+
+        def told(hits: list[RecallHit]) -> None:
+            if hits and not self._temporary:
+                with self._db.atomic():
+                    device_subset.note_uses(self._db, [h.record_id for h in hits], self._now())
+
+        return QueryWatch(self._changes, run, told, callback)
+
+    def sync_status(self, *, ask_cloud: bool = False) -> SyncStatus:
+        """Where this device stands: queued ops, when it last synced, the cursor, what it
+        holds against what the cloud last counted for its subset, a first sync's progress,
+        online or offline and the last error (``device.sync_status``). ``ask_cloud``
+        asks the cloud for its count first (``GET /v1/subset``; protocol 3 on); if the
+        cloud cannot answer, the status says what it last knew. Writes nothing."""
+        if ask_cloud and store.get_meta(self._db).credential is not None:
+            try:
+                self.subset()
+            except Offline as exc:
+                self._status.unreachable(exc)
+            except (ServerError, ServerRefused, NeedsNewerProtocol):
+                pass  # an older cloud has no subset: the count stays unknown
+        live = self._live is not None and self._live.running
+        return self._status.read(self._db, live=live)
 
     def rebuild_vectors(self, limit: int | None = None, batch: int = 64) -> int:
         """Re-embed records whose vector another embedding model made (the model
@@ -1280,11 +1380,12 @@ class DeviceAgent:
             held = self._wipe(exc.code, exc.message)
             raise self._wiped(held, self.confirm_wipe()) from exc
 
-    def _wipe(self, code: str, said: str) -> int:
+    def _wipe(self, code: str, said: str, cause: Cause = Cause.PULLED) -> int:
         """Wipe this device's copy of the memory (the cloud said ``code``); how many
-        records it held."""
+        records it held. Each record held is told evicted (``cause``: the cloud's word,
+        unless this device ended the account itself)."""
         queued = store.queue_count(self._db)
-        with self._db.atomic():
+        with caused_by(cause), self._db.atomic():
             held = shred.wipe(self._db, at=self._now())
         self._db.checkpoint()
         self._wipe_cause = (code, said, queued)
@@ -1333,7 +1434,11 @@ class DeviceAgent:
         did not fit the budget. ``Offline`` when the cloud cannot be reached."""
         self._enrolled("read its subset")
         with self._revocable():
-            return self._cloud().get("/v1/subset", SubsetResponse).subset
+            return self._counted(self._cloud().get("/v1/subset", SubsetResponse).subset)
+
+    def _counted(self, view: SubsetView) -> SubsetView:
+        self._status.cloud_counted(view.records, self._now_dt())
+        return view
 
     def set_subset_policy(self, policy: SubsetPolicy) -> SubsetView:
         """Replace this device's subset rules and budget; what enters and leaves arrives
@@ -1347,7 +1452,7 @@ class DeviceAgent:
                 .subset
             )
         self._queued()  # a live loop's pull waits for the feed, which this did not move
-        return view
+        return self._counted(view)
 
     def pin(self, record_id: str, pinned: bool = True) -> SubsetView:
         """Keep a record on this device whatever the rules say (within the budget); it
@@ -1364,7 +1469,7 @@ class DeviceAgent:
                 .subset
             )
         self._queued()  # a live loop's pull waits for the feed, which this did not move
-        return view
+        return self._counted(view)
 
     def unpin(self, record_id: str) -> SubsetView:
         return self.pin(record_id, pinned=False)
@@ -1420,7 +1525,7 @@ class DeviceAgent:
             f"the account of space {response.space_id} was deleted at "
             f"{response.ended_at.isoformat()} from device {meta.device_id}"
         )
-        held = self._wipe(ErrorCode.ACCOUNT_ENDED.value, said)
+        held = self._wipe(ErrorCode.ACCOUNT_ENDED.value, said, Cause.LOCAL)
         confirmed = self.confirm_wipe()
         return AccountDeletion(
             space_id=response.space_id,

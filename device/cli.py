@@ -13,7 +13,8 @@ why each item waits; ``export`` checks
 its output directory before asking anything and needs the account passphrase;
 ``delete-account`` requires ``--yes`` and the account passphrase; ``ui`` serves the
 inspector on 127.0.0.1 only and prints its one link; every write
-prints the sentence its receipt gives; every data-printing command takes ``--json``.
+prints the sentence its receipt gives; every data-printing command takes ``--json``;
+``status`` and the first sync's progress bar live in ``device.status_cli``.
 """
 
 from __future__ import annotations
@@ -32,7 +33,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from device import subset_cli
+from device import status_cli, subset_cli
 from device.errors import DeviceError
 from protocol.errors import ProtocolError
 from protocol.export.importing import same_words
@@ -676,7 +677,7 @@ def _project(args: argparse.Namespace) -> int:
 
 def _sync(args: argparse.Namespace) -> int:
     with _open(args) as agent:
-        report = agent.sync()
+        report = status_cli.sync(agent, progress=not args.json)
         text = (
             f"Pushed {report.pushed} (applied {report.applied}, duplicates {report.duplicates}, "
             f"refused {len(report.refused)}); pulled {report.pulled}; "
@@ -1048,6 +1049,7 @@ def register(subparsers: Any) -> argparse.ArgumentParser:
     p.add_argument("--port", type=int, default=0, help="a port on 127.0.0.1 (0: a free one)")
     p.add_argument("--no-open", action="store_true", help="print the link, open no browser")
     subset_cli.register(command, _open, _emit)
+    status_cli.register(command, _open, _emit)
     return device
 
 

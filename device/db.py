@@ -19,6 +19,11 @@ Invariants:
   (``docs/simulator-scale.md``); a device the user makes never has the file.
 - The database's folder is 0700 and the database (so its -wal and -shm) and its
   ``.kdf`` file are created 0600, whatever the umask.
+- A ``TransactionObserver`` (``Database.observer``, set by ``device.changes``) hears
+  the end of every outermost transaction: ``before_commit`` inside it (it may read),
+  ``after_commit`` once COMMIT succeeded and the lock is released, ``discarded`` on a
+  rollback or a failed COMMIT. A savepoint's rollback is not reported: the observer
+  diffs what it saw before against what is there at the commit.
 - WAL mode with ``secure_delete`` on; the WAL is auto-checkpointed every
   ``WAL_AUTOCHECKPOINT`` pages (fewer checkpoint fsyncs on the write path); a forget
   still truncates it at once (``Database.checkpoint``).
@@ -31,7 +36,7 @@ import threading
 from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 from urllib.parse import quote
 
 import sqlcipher3
@@ -138,6 +143,14 @@ def _configure(conn: Any, passphrase: str, path: Path, iterations: int) -> None:
     conn.execute(f"PRAGMA cache_size = -{CACHE_KIB}")
 
 
+class TransactionObserver(Protocol):
+    """Told how each outermost transaction ended (``device.changes.ChangeHub``)."""
+
+    def before_commit(self) -> object: ...
+    def after_commit(self, sealed: object) -> None: ...
+    def discarded(self) -> None: ...
+
+
 class Database:
     """One SQLCipher connection with explicit, nestable transactions."""
 
@@ -146,6 +159,7 @@ class Database:
         self.path = path
         self._depth = 0
         self._lock = threading.RLock()
+        self.observer: TransactionObserver | None = None
 
     @classmethod
     def create(cls, path: Path, passphrase: str, *, kdf_iterations: int | None = None) -> Database:
@@ -190,6 +204,7 @@ class Database:
     @contextmanager
     def atomic(self) -> Iterator[Any]:
         """A transaction (outermost) or a savepoint (nested); yields the connection."""
+        observer, sealed, committed = self.observer, None, False
         with self._lock:  # held until the outermost transaction ends
             depth = self._depth
             savepoint = f"sp_{depth}"
@@ -203,6 +218,8 @@ class Database:
             except BaseException:
                 self._depth = depth
                 if depth == 0:
+                    if observer is not None:
+                        observer.discarded()
                     self.conn.execute("ROLLBACK")
                 else:
                     self.conn.execute(f"ROLLBACK TO {savepoint}")
@@ -211,9 +228,19 @@ class Database:
             else:
                 self._depth = depth
                 if depth == 0:
-                    self.conn.execute("COMMIT")
+                    if observer is not None:
+                        sealed = observer.before_commit()
+                    try:
+                        self.conn.execute("COMMIT")
+                    except BaseException:
+                        if observer is not None:
+                            observer.discarded()
+                        raise
+                    committed = True
                 else:
                     self.conn.execute(f"RELEASE {savepoint}")
+        if committed and observer is not None:
+            observer.after_commit(sealed)  # outside the lock: listeners may read and write
 
     def execute(self, sql: str, params: Sequence[Any] = ()) -> Any:
         with self._lock:

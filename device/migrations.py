@@ -33,6 +33,7 @@ MIGRATIONS: tuple[Migration, ...] = (
     Migration(7, "the import ledger: export packages imported once", schema.V7_IMPORT_LEDGER),
     Migration(8, "the device subset: uses, reasons, deferred evictions", schema.V8_SUBSET),
     Migration(9, "records a resync kept unseen, asked about on a duplicate", schema.V9_RESYNC_KEPT),
+    Migration(10, "sync status: when this device last synced", schema.V10_LAST_SYNCED),
 )
 
 _LEDGER = """

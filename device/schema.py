@@ -523,3 +523,11 @@ V9_RESYNC_KEPT: tuple[str, ...] = (
     ) WITHOUT ROWID
     """,
 )
+
+
+# --- migration 10: when this device last synced (issue 23 item 5) ----------------------
+#
+# ``meta.last_synced_at``: the injected clock's time at the end of the last sync that
+# went through (push, pull, acks); NULL while the device never synced, so a status can
+# say "first sync". A time only; a failed sync writes nothing (its error stays in memory).
+V10_LAST_SYNCED: tuple[str, ...] = ("ALTER TABLE meta ADD COLUMN last_synced_at TEXT",)

@@ -26,7 +26,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
-from device import candidates, search, store, version_cache
+from device import candidates, changes, search, store, version_cache
 from device.db import Database
 from protocol.model import LifecycleState
 
@@ -83,6 +83,7 @@ def shred_record(
     """
     if not db.in_transaction:
         raise RuntimeError("shredding must run inside Database.atomic()")
+    changes.touch(db, record_id)
     result = Shredded(record_id, set(key_ids), set(episode_ids))
 
     for row in store.versions_of(db, record_id):
@@ -190,6 +191,7 @@ def evict_record(
         raise RuntimeError("evicting must run inside Database.atomic()")
     if not evictable(db, record_id):
         return False
+    changes.touch(db, record_id)
     episodes = [
         e
         for e in sorted(set(episode_ids))
@@ -266,6 +268,7 @@ def retire_version(db: Database, record_id: str, version: int) -> None:
     row = store.version_row(db, record_id, version)
     if row is None:
         return
+    changes.touch(db, record_id)
     key_id = row["key_id"]
     _forget_cached(db, [record_id], [key_id])
     shared = db.one(
@@ -416,7 +419,9 @@ def wipe(db: Database, *, at: str) -> int:
     db.execute("UPDATE search_state SET needs_merge = 0, generation = random()")
     version_cache.forget_database(db.path)
     search.forget_cache(db)
-    db.execute("UPDATE meta SET pull_cursor = NULL, resync_started_at = NULL")
+    db.execute(
+        "UPDATE meta SET pull_cursor = NULL, resync_started_at = NULL, last_synced_at = NULL"
+    )
     # the credential stays only until the cloud has heard the wipe (device.agent)
     store.mark_wiped(db, at)
     return len(live)

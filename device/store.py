@@ -6,6 +6,8 @@ Invariants:
 - Every write happens inside a caller's ``Database.atomic()`` block, so the caller
   decides what commits together (e.g. a receipt and the removal of its op).
 - Content is opened only through its own DEK and its stored binding space.
+- Every write to a record's row or versions first tells the change feed
+  (``device.changes.touch``), so it can report the change once the transaction commits.
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
+from device import changes
 from device.db import Database
 from device.keys import open_item
 from protocol.errors import SealError
@@ -52,6 +55,12 @@ class Meta:
 def _require_tx(db: Database) -> None:
     if not db.in_transaction:
         raise RuntimeError("store writes must run inside Database.atomic()")
+
+
+def _changing(db: Database, record_id: str) -> None:
+    """A write to the record's row or versions: inside a transaction, told to the feed."""
+    _require_tx(db)
+    changes.touch(db, record_id)
 
 
 # --- meta ---------------------------------------------------------------------------
@@ -121,6 +130,32 @@ def set_account_key(db: Database, account_key: bytes) -> None:
 def set_cursor(db: Database, cursor: str) -> None:
     _require_tx(db)
     db.execute("UPDATE meta SET pull_cursor = ? WHERE singleton = 1", (cursor,))
+
+
+def set_last_synced(db: Database, at: str) -> None:
+    """A sync went through at ``at`` (``device.sync_status`` reads it)."""
+    _require_tx(db)
+    db.execute("UPDATE meta SET last_synced_at = ? WHERE singleton = 1", (at,))
+
+
+def last_synced_at(db: Database) -> str | None:
+    row = db.one("SELECT last_synced_at FROM meta WHERE singleton = 1")
+    return None if row is None else row["last_synced_at"]
+
+
+def oldest_queued_at(db: Database) -> str | None:
+    row = db.one("SELECT min(queued_at) FROM op_queue")
+    return None if row is None else row[0]
+
+
+def held_count(db: Database) -> int:
+    """How many records this device holds the content of (live, with a version)."""
+    return int(
+        db.one(
+            "SELECT count(*) FROM records WHERE lifecycle != 'permanently_forgotten' "
+            "AND current_version IS NOT NULL"
+        )[0]
+    )
 
 
 # --- resync ---------------------------------------------------------------------------
@@ -301,7 +336,7 @@ def record_row(db: Database, record_id: str) -> Any:
 def insert_record(
     db: Database, *, record_id: str, lifecycle: str, current_version: int, sync_state: str
 ) -> None:
-    _require_tx(db)
+    _changing(db, record_id)
     db.execute(
         "INSERT INTO records (record_id, lifecycle, current_version, sync_state) "
         "VALUES (?, ?, ?, ?)",
@@ -320,6 +355,8 @@ def set_record_state(
 ) -> None:
     """Change a record's metadata (never its content); None leaves a field as it is,
     except ``refusal_reason`` which is set whenever ``sync_state`` is given."""
+    if lifecycle is not None or current_version is not None:
+        _changing(db, record_id)
     _require_tx(db)
     if lifecycle is not None:
         db.execute("UPDATE records SET lifecycle = ? WHERE record_id = ?", (lifecycle, record_id))
@@ -344,12 +381,12 @@ def note_refusal(db: Database, record_id: str, reason: str | None) -> None:
 
 def set_current_version(db: Database, record_id: str, version: int | None) -> None:
     """Set the current version exactly (the server's word, or a local new version)."""
-    _require_tx(db)
+    _changing(db, record_id)
     db.execute("UPDATE records SET current_version = ? WHERE record_id = ?", (version, record_id))
 
 
 def set_usage(db: Database, record_id: str, area: str | None, project: str | None) -> None:
-    _require_tx(db)
+    _changing(db, record_id)
     db.execute(
         "UPDATE records SET usage_area = ?, usage_project = ? WHERE record_id = ?",
         (area, project, record_id),
@@ -357,12 +394,12 @@ def set_usage(db: Database, record_id: str, area: str | None, project: str | Non
 
 
 def set_superseded_by(db: Database, record_id: str, by_record: str | None) -> None:
-    _require_tx(db)
+    _changing(db, record_id)
     db.execute("UPDATE records SET superseded_by = ? WHERE record_id = ?", (by_record, record_id))
 
 
 def set_conflicts(db: Database, record_id: str, others: Iterable[str]) -> None:
-    _require_tx(db)
+    _changing(db, record_id)
     db.execute(
         "UPDATE records SET conflicts_with = ? WHERE record_id = ?",
         (json.dumps(sorted(set(others))), record_id),
@@ -389,7 +426,7 @@ def insert_version(
     key_id: str,
     sealed: bytes,
 ) -> None:
-    _require_tx(db)
+    _changing(db, record_id)
     db.execute(
         "INSERT INTO record_versions (record_id, version, supersedes, epistemic_state, "
         "recorded_at, bound_space, key_id, sealed) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",

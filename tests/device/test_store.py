@@ -197,6 +197,7 @@ def test_migrations_recorded_and_idempotent(make_agent: MakeAgent) -> None:
         (7, "the import ledger: export packages imported once"),
         (8, "the device subset: uses, reasons, deferred evictions"),
         (9, "records a resync kept unseen, asked about on a duplicate"),
+        (10, "sync status: when this device last synced"),
     ]
     agent.close()
     again = DeviceAgent.open(agent.directory, PASSPHRASE, clock=TickingClock())
