@@ -36,7 +36,6 @@ from typing import TYPE_CHECKING, Any
 from device import status_cli, subset_cli
 from device.errors import DeviceError
 from protocol.errors import ProtocolError
-from protocol.export.importing import same_words
 from protocol.export.package import Section
 from protocol.messages import MAX_PULL_WAIT, parse_closing_header
 from protocol.model import ContentType, LifeArea, LifecycleState, Sensitivity, TimeKind
@@ -588,6 +587,8 @@ def _forget(args: argparse.Namespace) -> int:
 def _same_words(agent: DeviceAgent, record_id: str) -> list[RecordView]:
     """The other readable, unforgotten records whose words are the named record's
     (``protocol.export.importing.same_words``: case, spacing, final stop aside)."""
+    from protocol.export.importing import same_words  # only a forget needs the import code
+
     views = agent.list_records()
     view = next((v for v in views if v.record_id == record_id), None)
     if view is None or not view.text:
