@@ -182,6 +182,19 @@ class ChangeDoesNotOpen(DeviceError):
     """A pulled change could not be opened or parsed; the page was not applied."""
 
 
+class UnknownChangeKind(ServerError):
+    """A pulled page carries a change of a kind this device does not know: the whole
+    page is refused and the cursor stays before it (a newer cloud, or a bug)."""
+
+    def __init__(self, kind: object, seq: object) -> None:
+        self.kind = str(kind)[:80]
+        self.seq = seq
+        super().__init__(
+            f"pulled change seq {str(seq)[:40]} is of kind {self.kind!r}, which this device "
+            "does not know; the page was not applied and the cursor did not move"
+        )
+
+
 class AppendOnlyViolation(DeviceError):
     """Something tried to change or delete sealed content outside the shredding path."""
 

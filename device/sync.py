@@ -43,7 +43,7 @@ import functools
 import json
 from collections.abc import Callable
 from datetime import datetime
-from typing import Any
+from typing import Any, Never, NoReturn
 
 from pydantic import ValidationError
 
@@ -51,7 +51,13 @@ from device import candidates, catalog, effects, faults, provisional, search, sh
 from device import subset as subset_of
 from device.client import CloudClient
 from device.db import Database
-from device.errors import ChangeDoesNotOpen, PushDidNotSettle, ServerError, ServerRefused
+from device.errors import (
+    ChangeDoesNotOpen,
+    PushDidNotSettle,
+    ServerError,
+    ServerRefused,
+    UnknownChangeKind,
+)
 from device.facts import current_content, episode_facts
 from device.keys import (
     SealedItem,
@@ -67,6 +73,7 @@ from protocol.messages import (
     SUBSET_SINCE,
     AckRequest,
     AckResponse,
+    AnyChange,
     ArtifactChange,
     EpisodeChange,
     EpisodeContent,
@@ -121,13 +128,27 @@ def _sent_items(page: PullResponse) -> list[tuple[str, str]]:
     """The (kind, id) of every record, episode and artifact a page carries."""
     items: list[tuple[str, str]] = []
     for change in page.changes:
-        if isinstance(change, _RECORD_CHANGES):
-            items.append(("record", change.record_id))
-        elif isinstance(change, EpisodeChange):
-            items.append(("episode", change.episode_id))
-        elif isinstance(change, ArtifactChange):
-            items.append(("artifact", change.artifact_id))
+        match change:
+            case RecordVersionChange() | RecordStateChange():
+                items.append(("record", change.record_id))
+            case EpisodeChange():
+                items.append(("episode", change.episode_id))
+            case ArtifactChange():
+                items.append(("artifact", change.artifact_id))
+            case ProjectChange() | KeyDestruction() | SubsetChange():
+                pass  # names no item this device holds for the resync to keep
+            case _:
+                refuse_unknown_change(change)
     return items
+
+
+def refuse_unknown_change(change: Never) -> NoReturn:
+    """The ``case _`` of every interpreter of pulled changes: unreachable for the type
+    checker (each kind has its case), and at run time a change no case matched refuses
+    the whole page, so the cursor never moves past a change this device did not apply."""
+    raise UnknownChangeKind(
+        getattr(change, "kind", type(change).__name__), getattr(change, "seq", None)
+    )
 
 
 def _no_randomness(n: int) -> bytes:
@@ -537,21 +558,24 @@ class SyncSession:
         if self.report.resync_removed:
             self.db.checkpoint()
 
-    def _apply_change(self, change: Any, private_key: Any) -> None:
-        if isinstance(change, RecordVersionChange):
-            self._record_version(change, private_key)
-        elif isinstance(change, RecordStateChange):
-            self._record_state(change)
-        elif isinstance(change, EpisodeChange):
-            self._episode(change, private_key)
-        elif isinstance(change, ArtifactChange):
-            self._artifact(change, private_key)
-        elif isinstance(change, ProjectChange):
-            catalog.set_project(self.db, change.project, change.open, change.at.isoformat())
-        elif isinstance(change, KeyDestruction):
-            self._key_destruction(change)
-        elif isinstance(change, SubsetChange):
-            self._subset_change(change)
+    def _apply_change(self, change: AnyChange, private_key: Any) -> None:
+        match change:
+            case RecordVersionChange():
+                self._record_version(change, private_key)
+            case RecordStateChange():
+                self._record_state(change)
+            case EpisodeChange():
+                self._episode(change, private_key)
+            case ArtifactChange():
+                self._artifact(change, private_key)
+            case ProjectChange():
+                catalog.set_project(self.db, change.project, change.open, change.at.isoformat())
+            case KeyDestruction():
+                self._key_destruction(change)
+            case SubsetChange():
+                self._subset_change(change)
+            case _:
+                refuse_unknown_change(change)
 
     def _context(self) -> effects.Context:
         return effects.Context(
