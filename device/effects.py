@@ -21,6 +21,7 @@ from typing import Any, assert_never
 
 from device import accounting, candidates, catalog, keys, search, shred, store
 from device.db import Database
+from device.sync_state import SyncState
 from protocol.messages import EpisodeContent
 from protocol.model import ArtifactContent, RecordContent
 from protocol.operations import (
@@ -104,7 +105,7 @@ def _create_record(ctx: Context, effect: CreateRecord) -> None:
         record_id=effect.record_id,
         lifecycle=effect.lifecycle_state.value,
         current_version=effect.version,
-        sync_state="pending",
+        sync_state=SyncState.PENDING,
     )
     write_version(ctx, effect.record_id, effect.version, None, effect.content)
     search.index(ctx.db, [(effect.record_id, effect.version, effect.content)])
@@ -158,7 +159,7 @@ def perform(ctx: Context, op: AnyOperation, effect: Effect) -> None:
                 bound_space=ctx.space,
                 key_id=item.key_id,
                 sealed=item.sealed,
-                sync_state="pending",
+                sync_state=SyncState.PENDING,
             )
         case CreateRecord():
             _create_record(ctx, effect)
@@ -188,7 +189,7 @@ def perform(ctx: Context, op: AnyOperation, effect: Effect) -> None:
                 bound_space=ctx.space,
                 key_id=item.key_id,
                 sealed=item.sealed,
-                sync_state="pending",
+                sync_state=SyncState.PENDING,
             )
             catalog.add_derivations(ctx.db, "artifact", op.artifact_id, effect.derived_from)
         case SetProjectState():
@@ -224,7 +225,7 @@ def perform(ctx: Context, op: AnyOperation, effect: Effect) -> None:
                 all_episodes=effect.all_episodes,
                 episode_ids=effect.episode_ids,
                 forgotten_at=ctx.at,
-                sync_state="pending",
+                sync_state=SyncState.PENDING,
             )
             accounting.drop_candidates_saying(ctx.db, words)
         case _:

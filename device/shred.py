@@ -28,6 +28,7 @@ from dataclasses import dataclass, field
 
 from device import candidates, search, store, version_cache
 from device.db import Database
+from device.sync_state import SyncState
 from protocol.model import LifecycleState
 
 FORGOTTEN = LifecycleState.FORGOTTEN.value
@@ -71,7 +72,7 @@ def shred_record(
     record_id: str,
     *,
     forgotten_at: str,
-    sync_state: str,
+    sync_state: SyncState,
     key_ids: Iterable[str] = (),
     episode_ids: Iterable[str] = (),
 ) -> Shredded:
@@ -359,7 +360,7 @@ def shred_many(
     all_episodes: bool = False,
     episode_ids: Iterable[str] = (),
     forgotten_at: str,
-    sync_state: str,
+    sync_state: SyncState,
 ) -> list[Shredded]:
     """A forget's whole closure: records, artifacts, the extra ``episode_ids`` (sources of
     a record this store never held) and, for all memory, every episode."""
@@ -401,7 +402,7 @@ def wipe(db: Database, *, at: str) -> int:
         for row in db.all("SELECT record_id FROM records WHERE lifecycle != ?", (FORGOTTEN,))
     ]
     artifacts = [row["artifact_id"] for row in db.all("SELECT artifact_id FROM artifacts")]
-    shred_many(db, live, artifacts, all_episodes=True, forgotten_at=at, sync_state="synced")
+    shred_many(db, live, artifacts, all_episodes=True, forgotten_at=at, sync_state=SyncState.SYNCED)
     keys = [row["key_id"] for row in db.all("SELECT key_id FROM data_keys")]
     for key_id in keys:
         db.execute(

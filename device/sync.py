@@ -66,6 +66,7 @@ from device.keys import (
     open_item,
     open_sealed_key,
 )
+from device.sync_state import SyncState
 from device.views import SyncReport
 from protocol.errors import SealError
 from protocol.messages import (
@@ -383,14 +384,14 @@ class SyncSession:
                 return
         if outcome is ReceiptStatus.APPLIED:
             self.report.applied += 1
-            state, reason = "synced", None
+            state, reason = SyncState.SYNCED, None
         else:
             code = receipt.code.value if receipt.code is not None else outcome.value
             reason = f"{code}: {receipt.reason or 'no reason given'}"
             self.report.refused.append((row["op_id"], code, receipt.reason or ""))
-            state = "refused"
+            state = SyncState.REFUSED
             if kind == "forget_permanently" and code in _HARMLESS_FORGET_REFUSALS:
-                state, reason = "synced", None
+                state, reason = SyncState.SYNCED, None
         if kind == "add_episode":
             if store.episode_row(self.db, row["episode_id"]) is not None:
                 store.set_episode_sync(self.db, row["episode_id"], state, reason)
@@ -415,7 +416,7 @@ class SyncSession:
             store.set_record_state(
                 self.db, row["record_id"], sync_state=state, refusal_reason=reason
             )
-        elif state == "refused":
+        elif state is SyncState.REFUSED:
             # The local effect stands until the server's record_state says otherwise.
             store.note_refusal(self.db, row["record_id"], f"{kind} {reason}")
 
@@ -646,7 +647,7 @@ class SyncSession:
             provisional.move_aside(self.db, change.record_id, change.version, self.random_bytes)
             held = None
         if held is not None:
-            store.set_record_state(self.db, change.record_id, sync_state="synced")
+            store.set_record_state(self.db, change.record_id, sync_state=SyncState.SYNCED)
             return
         dek, plain = self._open(
             private_key, change, what, "record", change.record_id, change.version
@@ -660,7 +661,7 @@ class SyncSession:
                 record_id=change.record_id,
                 lifecycle=LifecycleState.CANDIDATE.value,
                 current_version=change.version,
-                sync_state="synced",
+                sync_state=SyncState.SYNCED,
             )
         effects.write_version(
             self._context(),
@@ -702,14 +703,14 @@ class SyncSession:
                 record_id=change.record_id,
                 lifecycle=change.lifecycle_state.value,
                 current_version=change.current_version,
-                sync_state="synced",
+                sync_state=SyncState.SYNCED,
             )
         else:
             store.set_record_state(
                 self.db,
                 change.record_id,
                 lifecycle=change.lifecycle_state.value,
-                sync_state="synced",
+                sync_state=SyncState.SYNCED,
             )
             store.set_current_version(self.db, change.record_id, change.current_version)
         usage = change.usage_restriction
@@ -737,7 +738,7 @@ class SyncSession:
             self.report.ignored += 1
             return
         if store.episode_row(self.db, change.episode_id) is not None:
-            store.set_episode_sync(self.db, change.episode_id, "synced", None)
+            store.set_episode_sync(self.db, change.episode_id, SyncState.SYNCED, None)
             return
         what = f"episode {change.episode_id}"
         dek, plain = self._open(private_key, change, what, "episode", change.episode_id, 1)
@@ -751,7 +752,7 @@ class SyncSession:
             bound_space=self._space(),
             key_id=change.key_id,
             sealed=change.sealed_content,
-            sync_state="synced",
+            sync_state=SyncState.SYNCED,
         )
 
     def _artifact(self, change: ArtifactChange, private_key: Any) -> None:
@@ -763,7 +764,7 @@ class SyncSession:
             self.report.ignored += 1
             return
         if catalog.artifact_row(self.db, change.artifact_id) is not None:
-            catalog.set_artifact_sync(self.db, change.artifact_id, "synced", None)
+            catalog.set_artifact_sync(self.db, change.artifact_id, SyncState.SYNCED, None)
             return
         what = f"artifact {change.artifact_id}"
         dek, plain = self._open(private_key, change, what, "artifact", change.artifact_id, 1)
@@ -777,7 +778,7 @@ class SyncSession:
             bound_space=self._space(),
             key_id=change.key_id,
             sealed=change.sealed_content,
-            sync_state="synced",
+            sync_state=SyncState.SYNCED,
         )
         catalog.add_derivations(self.db, "artifact", change.artifact_id, change.derived_from)
 
@@ -795,12 +796,12 @@ class SyncSession:
         for artifact_id in sorted({*artifacts, *(artifact_ids or [])}):
             shred.shred_artifact(self.db, artifact_id, forgotten_at=at)
         for derived in reversed(records[1:]):
-            shred.shred_record(self.db, derived, forgotten_at=at, sync_state="synced")
+            shred.shred_record(self.db, derived, forgotten_at=at, sync_state=SyncState.SYNCED)
         shred.shred_record(
             self.db,
             record_id,
             forgotten_at=at,
-            sync_state="synced",
+            sync_state=SyncState.SYNCED,
             key_ids=key_ids or (),
             episode_ids=episode_ids or (),
         )
