@@ -218,14 +218,16 @@ def perform(ctx: Context, op: AnyOperation, effect: Effect) -> None:
             candidates.resolve(ctx.db, refs, effect.record_id)
         case ForgetRecords():
             words = accounting.words_of_records(ctx.db, effect.record_ids)
-            shred.shred_many(
+            shred.destroy(
                 ctx.db,
-                effect.record_ids,
-                effect.artifact_ids,
-                all_episodes=effect.all_episodes,
-                episode_ids=effect.episode_ids,
-                forgotten_at=ctx.at,
-                sync_state=SyncState.PENDING,
+                shred.Forget(
+                    record_ids=tuple(effect.record_ids),
+                    artifact_ids=tuple(effect.artifact_ids),
+                    episode_ids=tuple(effect.episode_ids),
+                    all_episodes=effect.all_episodes,
+                    at=ctx.at,
+                    sync_state=SyncState.PENDING,
+                ),
             )
             accounting.drop_candidates_saying(ctx.db, words)
         case _:

@@ -543,12 +543,11 @@ class SyncSession:
         at = self.now()
         with self.db.atomic():
             unseen = store.unseen_synced(self.db)
-            for artifact_id in unseen.artifact_ids:
-                shred.shred_artifact(self.db, artifact_id, forgotten_at=at)
+            self._shred(artifact_ids=unseen.artifact_ids, at=at)
             for record_id in unseen.record_ids:
                 if (row := store.record_row(self.db, record_id)) and row["lifecycle"] != FORGOTTEN:
                     self._shred_closure(record_id, at)
-            shred.shred_episodes(self.db, unseen.episode_ids, forgotten_at=at)
+            self._shred(episode_ids=unseen.episode_ids, at=at)
             store.note_kept(self.db)
             store.finish_resync(self.db, cursor)
         self.report.resync_removed = [
@@ -792,20 +791,35 @@ class SyncSession:
     ) -> None:
         """Shred the record, what the server named, and all this device derived from it."""
         records, artifacts = derivation_closure([record_id], catalog.children(self.db))
-        # what was derived goes first, so no row still uses a key the event names
-        for artifact_id in sorted({*artifacts, *(artifact_ids or [])}):
-            shred.shred_artifact(self.db, artifact_id, forgotten_at=at)
-        for derived in reversed(records[1:]):
-            shred.shred_record(self.db, derived, forgotten_at=at, sync_state=SyncState.SYNCED)
-        shred.shred_record(
-            self.db,
-            record_id,
-            forgotten_at=at,
-            sync_state=SyncState.SYNCED,
-            key_ids=key_ids or (),
-            episode_ids=episode_ids or (),
+        self._shred(
+            record_ids=records,
+            artifact_ids=(*artifacts, *(artifact_ids or ())),
+            episode_ids=tuple(episode_ids or ()),
+            key_ids=tuple(key_ids or ()),
+            at=at,
         )
         self.report.shredded.append(record_id)
+
+    def _shred(
+        self,
+        *,
+        at: str,
+        record_ids: tuple[str, ...] = (),
+        artifact_ids: tuple[str, ...] = (),
+        episode_ids: tuple[str, ...] = (),
+        key_ids: tuple[str, ...] = (),
+    ) -> None:
+        """What the cloud's word forgets goes through ``shred.destroy``; the skeletons it
+        leaves are ``synced`` (the cloud already holds the forget)."""
+        target = shred.Forget(
+            record_ids=record_ids,
+            artifact_ids=artifact_ids,
+            episode_ids=episode_ids,
+            key_ids=key_ids,
+            at=at,
+            sync_state=SyncState.SYNCED,
+        )
+        shred.destroy(self.db, target)
 
     def _shred_on_status(self, record_id: str) -> None:
         """The cloud's record status said forgotten (its key destruction was compacted
@@ -819,7 +833,7 @@ class SyncSession:
         at = change.destroyed_at.isoformat()
         if change.record_id is None:
             # episodes that belonged to no record: forgetting all memory
-            shred.shred_episodes(self.db, change.episode_ids, forgotten_at=at)
+            self._shred(episode_ids=tuple(change.episode_ids), at=at)
         else:
             self._shred_closure(
                 change.record_id, at, change.key_ids, change.episode_ids, change.artifact_ids
