@@ -53,9 +53,12 @@ from device.client import CloudClient
 from device.db import Database
 from device.errors import (
     ChangeDoesNotOpen,
+    PullRequired,
     PushDidNotSettle,
+    ResyncRequired,
     ServerError,
     ServerRefused,
+    ServiceClosed,
     UnknownChangeKind,
 )
 from device.facts import current_content, episode_facts
@@ -78,7 +81,6 @@ from protocol.messages import (
     ArtifactChange,
     EpisodeChange,
     EpisodeContent,
-    ErrorCode,
     KeyDestruction,
     ProjectChange,
     PullRequest,
@@ -205,15 +207,13 @@ class SyncSession:
             request = functools.partial(self._push_request, rows)
             try:
                 response = self.client.post("/v1/push", request, PushResponse)
-            except ServerRefused as exc:
-                if exc.code == ErrorCode.PULL_REQUIRED.value:
-                    self._pull_before_push(exc, pulls)
-                    pulls += 1
-                    continue
-                if exc.code == ErrorCode.SERVICE_CLOSED.value:
-                    self.report.push_held = exc.message  # the queue stays; pulls go on
-                    return
-                raise
+            except PullRequired as exc:
+                self._pull_before_push(exc, pulls)
+                pulls += 1
+                continue
+            except ServiceClosed as exc:
+                self.report.push_held = exc.message  # the queue stays; pulls go on
+                return
             self._check_receipts(rows, response.receipts)
             faults.reached("push_answered")  # a test may kill the process right here
             forgotten = self._ask_about_kept(rows, response.receipts)
@@ -453,9 +453,7 @@ class SyncSession:
             cursor = store.get_meta(self.db).pull_cursor
             try:
                 page = self._pull_page(cursor)
-            except ServerRefused as exc:
-                if exc.code != ErrorCode.RESYNC_REQUIRED.value:
-                    raise
+            except ResyncRequired:
                 self.resync()
                 return
             faults.reached("pull_answered")
@@ -515,10 +513,8 @@ class SyncSession:
                 store.begin_resync(self.db, self.now())
             try:
                 cursor = self._resync_pages()
-            except ServerRefused as exc:
+            except ResyncRequired:
                 # compaction moved the floor past this resync's own cursor: start over
-                if exc.code != ErrorCode.RESYNC_REQUIRED.value:
-                    raise
                 continue
             faults.reached("resync_pulled")
             self._finish_resync(cursor)
