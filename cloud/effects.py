@@ -26,6 +26,7 @@ from __future__ import annotations
 import json
 import logging
 from datetime import datetime
+from typing import assert_never
 
 from cloud.consolidator.hints import seal_hint
 from cloud.consolidator.tokens import conversation_token
@@ -96,76 +97,78 @@ class EffectWriter:
         self._touched: dict[str, list[str]] = {}  # record id -> what changed, in order
 
     def perform(self, op: AnyOperation, effect: Effect) -> None:
-        if isinstance(effect, CreateEpisode):
-            assert isinstance(op, AddEpisode)
-            self._episode(op)
-        elif isinstance(effect, CreateRecord):
-            self._version(
-                effect.record_id, effect.version, None, effect.content, effect.lifecycle_state
-            )
-            self._touch(effect.record_id, "created")
-        elif isinstance(effect, AddVersion):
-            self._version(effect.record_id, effect.version, effect.supersedes, effect.content)
-            self._state(
-                effect.record_id,
-                current_version=effect.version,
-                lifecycle=effect.lifecycle_state.value,
-            )
-            self._touch(effect.record_id, "version")
-        elif isinstance(effect, SetLifecycle):
-            self._state(effect.record_id, lifecycle=effect.lifecycle_state.value)
-            self._touch(effect.record_id, "lifecycle")
-        elif isinstance(effect, SetUsage):
-            usage = None if effect.restriction is None else effect.restriction.model_dump_json()
-            self._state(effect.record_id, usage_restriction=usage)
-            self._touch(effect.record_id, "usage")
-        elif isinstance(effect, FlagSuperseded):
-            self._state(effect.record_id, superseded_by=effect.by_record)
-            self._touch(effect.record_id, "superseded")
-        elif isinstance(effect, FlagConflict):
-            row = self.s.record(self.space_id, effect.record_id)
-            known = set(json.loads(row.conflicts)) if row and row.conflicts else set()
-            self._state(
-                effect.record_id, conflicts=json.dumps(sorted({*known, effect.other_record}))
-            )
-            self._touch(effect.record_id, "conflict")
-        elif isinstance(effect, CreateArtifact):
-            assert isinstance(op, AddArtifact)
-            self._artifact(op, effect)
-        elif isinstance(effect, SetProjectState):
-            assert isinstance(op, SetProject)
-            seq = self.s.allocate_seq(self.space_id)
-            self.s.set_project(
-                self.space_id, ProjectRow(effect.project, effect.open, self.now, seq)
-            )
-            self.change(seq, "project", project=effect.project)
-        elif isinstance(effect, CreateCandidate):
-            assert isinstance(op, MarkCandidate)
-            token = conversation_token(self.vault, self.space_id, effect.conversation_id)
-            # the device's class, sealed: the consolidator may raise it, never drop it
-            hint = seal_hint(
-                self.vault, self.s, self.space_id, effect.episode_id, effect.sentence,
-                op.sensitivity,
-            )  # fmt: skip
-            self.s.add_work_item(
-                self.space_id,
-                effect.episode_id,
-                effect.sentence,
-                "candidate",
-                token,
-                self.now,
-                device_hint=hint,
-            )
-        elif isinstance(effect, EndConversation):
-            token = conversation_token(self.vault, self.space_id, effect.conversation_id)
-            self.s.end_conversation(self.space_id, token, self.now)
-        elif isinstance(effect, ResolveCandidates):
-            refs = [(ref.episode_id, ref.sentence) for ref in effect.candidates]
-            if refs:
-                self.s.resolve_work(self.space_id, refs, effect.record_id)
-        else:
-            assert isinstance(effect, ForgetRecords)
-            Forgetting(self).forget(effect)
+        match effect:
+            case CreateEpisode():
+                assert isinstance(op, AddEpisode)
+                self._episode(op)
+            case CreateRecord():
+                self._version(
+                    effect.record_id, effect.version, None, effect.content, effect.lifecycle_state
+                )
+                self._touch(effect.record_id, "created")
+            case AddVersion():
+                self._version(effect.record_id, effect.version, effect.supersedes, effect.content)
+                self._state(
+                    effect.record_id,
+                    current_version=effect.version,
+                    lifecycle=effect.lifecycle_state.value,
+                )
+                self._touch(effect.record_id, "version")
+            case SetLifecycle():
+                self._state(effect.record_id, lifecycle=effect.lifecycle_state.value)
+                self._touch(effect.record_id, "lifecycle")
+            case SetUsage():
+                usage = None if effect.restriction is None else effect.restriction.model_dump_json()
+                self._state(effect.record_id, usage_restriction=usage)
+                self._touch(effect.record_id, "usage")
+            case FlagSuperseded():
+                self._state(effect.record_id, superseded_by=effect.by_record)
+                self._touch(effect.record_id, "superseded")
+            case FlagConflict():
+                row = self.s.record(self.space_id, effect.record_id)
+                known = set(json.loads(row.conflicts)) if row and row.conflicts else set()
+                self._state(
+                    effect.record_id, conflicts=json.dumps(sorted({*known, effect.other_record}))
+                )
+                self._touch(effect.record_id, "conflict")
+            case CreateArtifact():
+                assert isinstance(op, AddArtifact)
+                self._artifact(op, effect)
+            case SetProjectState():
+                assert isinstance(op, SetProject)
+                seq = self.s.allocate_seq(self.space_id)
+                self.s.set_project(
+                    self.space_id, ProjectRow(effect.project, effect.open, self.now, seq)
+                )
+                self.change(seq, "project", project=effect.project)
+            case CreateCandidate():
+                assert isinstance(op, MarkCandidate)
+                token = conversation_token(self.vault, self.space_id, effect.conversation_id)
+                # the device's class, sealed: the consolidator may raise it, never drop it
+                hint = seal_hint(
+                    self.vault, self.s, self.space_id, effect.episode_id, effect.sentence,
+                    op.sensitivity,
+                )  # fmt: skip
+                self.s.add_work_item(
+                    self.space_id,
+                    effect.episode_id,
+                    effect.sentence,
+                    "candidate",
+                    token,
+                    self.now,
+                    device_hint=hint,
+                )
+            case EndConversation():
+                token = conversation_token(self.vault, self.space_id, effect.conversation_id)
+                self.s.end_conversation(self.space_id, token, self.now)
+            case ResolveCandidates():
+                refs = [(ref.episode_id, ref.sentence) for ref in effect.candidates]
+                if refs:
+                    self.s.resolve_work(self.space_id, refs, effect.record_id)
+            case ForgetRecords():
+                Forgetting(self).forget(effect)
+            case _:
+                assert_never(effect)
 
     def finish(self) -> None:
         """One ``record_state`` change and history entry per record the op touched."""

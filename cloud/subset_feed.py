@@ -20,6 +20,7 @@ Invariants:
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import assert_never
 
 from cloud.changes import ChangeReader
 from cloud.store.base import ChangeRow, RecordRow, StoreSession, SubsetLogRow
@@ -28,6 +29,9 @@ from protocol.messages import (
     AnyChange,
     ArtifactChange,
     EpisodeChange,
+    KeyDestruction,
+    ProjectChange,
+    RecordStateChange,
     RecordVersionChange,
     SubsetChange,
 )
@@ -44,12 +48,17 @@ class Page:
         if change is None:
             return
         self.changes.append(change)
-        if isinstance(change, RecordVersionChange):
-            self.held.append(("record", change.record_id))
-        elif isinstance(change, EpisodeChange):
-            self.held.append(("episode", change.episode_id))
-        elif isinstance(change, ArtifactChange):
-            self.held.append(("artifact", change.artifact_id))
+        match change:
+            case RecordVersionChange():
+                self.held.append(("record", change.record_id))
+            case EpisodeChange():
+                self.held.append(("episode", change.episode_id))
+            case ArtifactChange():
+                self.held.append(("artifact", change.artifact_id))
+            case RecordStateChange() | ProjectChange() | KeyDestruction() | SubsetChange():
+                pass  # sends no content the device then holds
+            case _:
+                assert_never(change)
 
 
 class SubsetFeed:

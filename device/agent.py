@@ -73,9 +73,12 @@ from device.db import DB_FILENAME, KDF_SUFFIX, Database
 from device.detector import default_detector
 from device.errors import (
     AccountEnded,
+    AccountEndedRefused,
+    AccountKeyMismatch,
     AlreadyEnrolled,
     CopyWiped,
     DeviceRevoked,
+    DeviceRevokedRefused,
     InvalidOperation,
     NeedsNewerProtocol,
     NoCloud,
@@ -123,7 +126,6 @@ from protocol.messages import (
     DeviceStatus,
     EnrollRequest,
     EnrollResponse,
-    ErrorCode,
     ForgetStatus,
     PendingResponse,
     PinRequest,
@@ -173,7 +175,7 @@ from protocol.version import SUPPORTED_VERSIONS, VersionRange, check_range
 Clock = Callable[[], datetime]
 RandomBytes = Callable[[int], bytes]
 # what the cloud says when this device must wipe its copy of the memory
-_MUST_WIPE = frozenset({ErrorCode.DEVICE_REVOKED.value, ErrorCode.ACCOUNT_ENDED.value})
+_MUST_WIPE = (DeviceRevokedRefused, AccountEndedRefused)
 
 MAX_SOURCES = 64
 FORGOTTEN = LifecycleState.FORGOTTEN.value
@@ -264,7 +266,7 @@ class DeviceAgent:
         self._live: LiveSync | None = None
         # why this device last wiped its copy: (the cloud's code, what it said, how many
         # queued ops went with it); in memory only (after a restart: "revoked" wording)
-        self._wipe_cause: tuple[str, str, int] | None = None
+        self._wipe_cause: tuple[type[ServerRefused], str, int] | None = None
         self._changes = ChangeHub(db, self._now_dt)
         self._status = SyncTracker()
 
@@ -529,14 +531,12 @@ class DeviceAgent:
                 response = self._cloud().post(
                     "/v1/account-key", AccountKeyRequest(account_key=derived), AccountKeyResponse
                 )
-        except ServerRefused as exc:
-            if exc.code == ErrorCode.ACCOUNT_KEY_MISMATCH.value:
-                raise Refused(
-                    RefusalCode.STRONG_AUTH_REQUIRED.value,
-                    f"the account passphrase does not match the account key already "
-                    f"registered for space {meta.space_id}; nothing was stored",
-                ) from exc
-            raise
+        except AccountKeyMismatch as exc:
+            raise Refused(
+                RefusalCode.STRONG_AUTH_REQUIRED.value,
+                f"the account passphrase does not match the account key already "
+                f"registered for space {meta.space_id}; nothing was stored",
+            ) from exc
         with self._db.atomic():
             store.set_account_key(self._db, response.account_key)
 
@@ -1374,26 +1374,24 @@ class DeviceAgent:
             raise self._wiped(0, self.confirm_wipe())
         try:
             yield
-        except ServerRefused as exc:
-            if exc.code not in _MUST_WIPE:
-                raise
-            held = self._wipe(exc.code, exc.message)
+        except _MUST_WIPE as exc:
+            held = self._wipe(type(exc), exc.message)
             raise self._wiped(held, self.confirm_wipe()) from exc
 
-    def _wipe(self, code: str, said: str, cause: Cause = Cause.PULLED) -> int:
-        """Wipe this device's copy of the memory (the cloud said ``code``); how many
-        records it held. Each record held is told evicted (``cause``: the cloud's word,
-        unless this device ended the account itself)."""
+    def _wipe(self, cause: type[ServerRefused], said: str, how: Cause = Cause.PULLED) -> int:
+        """Wipe this device's copy of the memory (the cloud answered ``cause``); how
+        many records it held. Each record held is told evicted (``how``: the cloud's
+        word, unless this device ended the account itself)."""
         queued = store.queue_count(self._db)
-        with caused_by(cause), self._db.atomic():
+        with caused_by(how), self._db.atomic():
             held = shred.wipe(self._db, at=self._now())
         self._db.checkpoint()
-        self._wipe_cause = (code, said, queued)
+        self._wipe_cause = (cause, said, queued)
         return held
 
     def _wiped(self, held: int, confirmed: bool) -> CopyWiped:
         cause = self._wipe_cause
-        if cause is None or cause[0] != ErrorCode.ACCOUNT_ENDED.value:
+        if cause is None or not issubclass(cause[0], AccountEndedRefused):
             return self._revoked(held, confirmed)
         _code, said, queued = cause
         told = (
@@ -1525,7 +1523,7 @@ class DeviceAgent:
             f"the account of space {response.space_id} was deleted at "
             f"{response.ended_at.isoformat()} from device {meta.device_id}"
         )
-        held = self._wipe(ErrorCode.ACCOUNT_ENDED.value, said, Cause.LOCAL)
+        held = self._wipe(AccountEndedRefused, said, Cause.LOCAL)
         confirmed = self.confirm_wipe()
         return AccountDeletion(
             space_id=response.space_id,

@@ -24,6 +24,7 @@ from typing import Any
 from device import version_cache
 from device.db import Database
 from device.keys import open_item
+from device.sync_state import SyncState
 from protocol.errors import SealError
 from protocol.model import LifeArea, LifecycleState, RecordContent
 from protocol.retrieval.task import Candidate
@@ -158,7 +159,7 @@ def candidates(
             project_open=content is None
             or content.project is None
             or projects.get(content.project, True),
-            refused=row[SYNC] == "refused",
+            refused=row[SYNC] == SyncState.REFUSED,
             superseded_by=successor if successor and lifecycle.get(successor) == ACTIVE else None,
             supersedes=tuple(sorted(older[record_id])) if record_id in older else (),
             conflicts_with=tuple(

@@ -20,6 +20,7 @@ from typing import Any
 from device import store
 from device.db import Database
 from device.keys import open_item
+from device.sync_state import SyncState
 from protocol import subjects
 from protocol.errors import SealError
 from protocol.model import ArtifactContent, RecordContent
@@ -100,7 +101,7 @@ def insert_artifact(
     bound_space: str,
     key_id: str,
     sealed: bytes,
-    sync_state: str,
+    sync_state: SyncState,
 ) -> None:
     _require_tx(db)
     db.execute(
@@ -130,7 +131,7 @@ def open_artifact(db: Database, row: Any) -> ArtifactContent:
     return ArtifactContent.model_validate_json(plain)
 
 
-def set_artifact_sync(db: Database, artifact_id: str, state: str, reason: str | None) -> None:
+def set_artifact_sync(db: Database, artifact_id: str, state: SyncState, reason: str | None) -> None:
     _require_tx(db)
     db.execute(
         "UPDATE artifacts SET sync_state = ?, refusal_reason = ? WHERE artifact_id = ?",

@@ -48,6 +48,7 @@ from device.errors import (
     NotEnrolled,
     Offline,
     ServerError,
+    UnknownChangeKind,
     refusal,
 )
 from protocol.errors import FieldNotInVersion, UnsupportedProtocolVersion
@@ -316,9 +317,27 @@ class CloudClient:
         except FieldNotInVersion as exc:
             raise ServerError(f"POST {path}: the answer is not valid: {exc}") from exc
         except ValidationError as exc:
+            if (unknown := _unknown_change(exc, raw)) is not None:
+                raise unknown from exc
             raise ServerError(
                 f"POST {path}: the answer is not a valid {response_model.__name__}: {exc}"
             ) from exc
+
+
+def _unknown_change(exc: ValidationError, raw: dict[str, Any]) -> UnknownChangeKind | None:
+    """The refusal for a pulled change whose ``kind`` no change model of this device has
+    (the discriminated union did not match its tag), else None."""
+    for error in exc.errors():
+        loc = error["loc"]
+        if error["type"] != "union_tag_invalid" or len(loc) != 2 or loc[0] != "changes":
+            continue
+        changes = raw.get("changes")
+        index = loc[1]
+        if isinstance(changes, list) and isinstance(index, int) and index < len(changes):
+            change = changes[index]
+            if isinstance(change, dict):
+                return UnknownChangeKind(change.get("kind"), change.get("seq"))
+    return None
 
 
 def _version_refusal(response: httpx.Response) -> ErrorBody | None:

@@ -5,6 +5,8 @@ set, else ``models/detector`` at the root of the checkout this package lives in;
 missing ``model.onnx`` raises ``DetectorMissing`` naming it, and a model built for other
 features raises ``protocol.detection.DetectorMismatch``. One ``Detector`` per folder
 per process (safe to share between threads); it runs on one core, the device's budget.
+The finding and loading is ``protocol.model_files``, shared with the cloud; this module
+hands it the device's environment, paths, lock and error.
 """
 
 from __future__ import annotations
@@ -14,37 +16,40 @@ import threading
 from pathlib import Path
 
 from device.errors import DetectorMissing
+from protocol import model_files
 from protocol.detection import Detector
+from protocol.model_files import MODEL_FILE, THREADS
 
-DETECTOR_DIR_ENV = "MEMSYNC_DETECTOR_DIR"
-MODEL_FILE = "model.onnx"
-THREADS = 1
+DETECTOR_DIR_ENV = model_files.DETECTOR.env
+__all__ = [
+    "DETECTOR_DIR_ENV",
+    "MODEL_FILE",
+    "THREADS",
+    "default_detector",
+    "detector_dir",
+    "load_detector",
+]
 
-_lock = threading.Lock()
-_loaded: dict[Path, Detector] = {}
+_SHELF = model_files.Shelf(
+    model_files.DETECTOR,
+    environ=os.environ,
+    path=Path,
+    checkout=Path(__file__).resolve().parent.parent,
+    lock=threading.Lock(),
+    missing=DetectorMissing,
+)
 
 
 def detector_dir() -> Path:
     """Where the detector's model file is looked for."""
-    configured = os.environ.get(DETECTOR_DIR_ENV)
-    if configured:
-        return Path(configured).expanduser()
-    return Path(__file__).resolve().parent.parent / "models" / "detector"
+    return _SHELF.folder()
 
 
 def load_detector(directory: Path, *, threads: int = THREADS) -> Detector:
     """A new ``Detector`` from ``directory``; ``DetectorMissing`` if the file is not there."""
-    model = directory / MODEL_FILE
-    if not model.is_file():
-        raise DetectorMissing(model)
-    return Detector.from_bytes(model.read_bytes(), threads=threads)
+    return model_files.load_detector(_SHELF, directory, threads=threads)
 
 
 def default_detector() -> Detector:
     """The process-wide detector for :func:`detector_dir`, loaded on first use."""
-    directory = detector_dir().resolve()
-    with _lock:
-        detector = _loaded.get(directory)
-        if detector is None:
-            detector = _loaded[directory] = load_detector(directory)
-        return detector
+    return model_files.default_detector(_SHELF)

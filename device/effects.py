@@ -17,10 +17,11 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any
+from typing import Any, assert_never
 
 from device import accounting, candidates, catalog, keys, search, shred, store
 from device.db import Database
+from device.sync_state import SyncState
 from protocol.messages import EpisodeContent
 from protocol.model import ArtifactContent, RecordContent
 from protocol.operations import (
@@ -104,7 +105,7 @@ def _create_record(ctx: Context, effect: CreateRecord) -> None:
         record_id=effect.record_id,
         lifecycle=effect.lifecycle_state.value,
         current_version=effect.version,
-        sync_state="pending",
+        sync_state=SyncState.PENDING,
     )
     write_version(ctx, effect.record_id, effect.version, None, effect.content)
     search.index(ctx.db, [(effect.record_id, effect.version, effect.content)])
@@ -140,93 +141,97 @@ def _flag_conflict(ctx: Context, effect: FlagConflict) -> None:
 
 def perform(ctx: Context, op: AnyOperation, effect: Effect) -> None:
     """Do one effect on the store (inside the caller's transaction)."""
-    if isinstance(effect, CreateEpisode):
-        assert isinstance(op, AddEpisode)
-        content = EpisodeContent(
-            conversation_id=op.conversation_id,
-            text=op.text,
-            source_kind=op.source_kind,
-            source_id=op.source_id,
-        )
-        item = _seal(ctx, "episode", op.episode_id, 1, content.model_dump_json().encode())
-        store.insert_episode(
-            ctx.db,
-            episode_id=op.episode_id,
-            conversation_id=op.conversation_id,
-            typed_at=op.typed_at.isoformat(),
-            bound_space=ctx.space,
-            key_id=item.key_id,
-            sealed=item.sealed,
-            sync_state="pending",
-        )
-    elif isinstance(effect, CreateRecord):
-        _create_record(ctx, effect)
-    elif isinstance(effect, AddVersion):
-        _add_version(ctx, effect)
-    elif isinstance(effect, SetLifecycle):
-        _set_lifecycle(ctx, effect)
-    elif isinstance(effect, SetUsage):
-        restriction = effect.restriction
-        area = restriction.area.value if restriction and restriction.area else None
-        store.set_usage(
-            ctx.db, effect.record_id, area, restriction.project if restriction else None
-        )
-    elif isinstance(effect, FlagSuperseded):
-        store.set_superseded_by(ctx.db, effect.record_id, effect.by_record)
-    elif isinstance(effect, FlagConflict):
-        _flag_conflict(ctx, effect)
-    elif isinstance(effect, CreateArtifact):
-        assert isinstance(op, AddArtifact)
-        body = ArtifactContent(kind=op.artifact_kind, payload=op.payload)
-        item = _seal(ctx, "artifact", op.artifact_id, 1, body.model_dump_json().encode())
-        catalog.insert_artifact(
-            ctx.db,
-            artifact_id=op.artifact_id,
-            kind=op.artifact_kind.value,
-            created_at=ctx.at,
-            bound_space=ctx.space,
-            key_id=item.key_id,
-            sealed=item.sealed,
-            sync_state="pending",
-        )
-        catalog.add_derivations(ctx.db, "artifact", op.artifact_id, effect.derived_from)
-    elif isinstance(effect, SetProjectState):
-        catalog.set_project(ctx.db, effect.project, effect.open, ctx.at)
-    elif isinstance(effect, CreateCandidate):
-        assert isinstance(op, MarkCandidate)
-        candidates.insert(
-            ctx.db,
-            candidates.CandidateRow(
+    match effect:
+        case CreateEpisode():
+            assert isinstance(op, AddEpisode)
+            content = EpisodeContent(
+                conversation_id=op.conversation_id,
+                text=op.text,
+                source_kind=op.source_kind,
+                source_id=op.source_id,
+            )
+            item = _seal(ctx, "episode", op.episode_id, 1, content.model_dump_json().encode())
+            store.insert_episode(
+                ctx.db,
                 episode_id=op.episode_id,
-                sentence=op.sentence,
-                conversation_id=effect.conversation_id,
-                content_type=op.content_type,
-                sensitivity=op.sensitivity,
-                time_kind=op.time_kind,
-                score=op.score,
-                model_id=op.model_id,
-                marked_at=ctx.at,
-                record_id=None,
-            ),
-        )
-    elif isinstance(effect, EndConversation):
-        candidates.end_conversation(ctx.db, effect.conversation_id, ctx.at)
-    elif isinstance(effect, ResolveCandidates):
-        refs = [(ref.episode_id, ref.sentence) for ref in effect.candidates]
-        candidates.resolve(ctx.db, refs, effect.record_id)
-    else:
-        assert isinstance(effect, ForgetRecords)
-        words = accounting.words_of_records(ctx.db, effect.record_ids)
-        shred.shred_many(
-            ctx.db,
-            effect.record_ids,
-            effect.artifact_ids,
-            all_episodes=effect.all_episodes,
-            episode_ids=effect.episode_ids,
-            forgotten_at=ctx.at,
-            sync_state="pending",
-        )
-        accounting.drop_candidates_saying(ctx.db, words)
+                conversation_id=op.conversation_id,
+                typed_at=op.typed_at.isoformat(),
+                bound_space=ctx.space,
+                key_id=item.key_id,
+                sealed=item.sealed,
+                sync_state=SyncState.PENDING,
+            )
+        case CreateRecord():
+            _create_record(ctx, effect)
+        case AddVersion():
+            _add_version(ctx, effect)
+        case SetLifecycle():
+            _set_lifecycle(ctx, effect)
+        case SetUsage():
+            restriction = effect.restriction
+            area = restriction.area.value if restriction and restriction.area else None
+            store.set_usage(
+                ctx.db, effect.record_id, area, restriction.project if restriction else None
+            )
+        case FlagSuperseded():
+            store.set_superseded_by(ctx.db, effect.record_id, effect.by_record)
+        case FlagConflict():
+            _flag_conflict(ctx, effect)
+        case CreateArtifact():
+            assert isinstance(op, AddArtifact)
+            body = ArtifactContent(kind=op.artifact_kind, payload=op.payload)
+            item = _seal(ctx, "artifact", op.artifact_id, 1, body.model_dump_json().encode())
+            catalog.insert_artifact(
+                ctx.db,
+                artifact_id=op.artifact_id,
+                kind=op.artifact_kind.value,
+                created_at=ctx.at,
+                bound_space=ctx.space,
+                key_id=item.key_id,
+                sealed=item.sealed,
+                sync_state=SyncState.PENDING,
+            )
+            catalog.add_derivations(ctx.db, "artifact", op.artifact_id, effect.derived_from)
+        case SetProjectState():
+            catalog.set_project(ctx.db, effect.project, effect.open, ctx.at)
+        case CreateCandidate():
+            assert isinstance(op, MarkCandidate)
+            candidates.insert(
+                ctx.db,
+                candidates.CandidateRow(
+                    episode_id=op.episode_id,
+                    sentence=op.sentence,
+                    conversation_id=effect.conversation_id,
+                    content_type=op.content_type,
+                    sensitivity=op.sensitivity,
+                    time_kind=op.time_kind,
+                    score=op.score,
+                    model_id=op.model_id,
+                    marked_at=ctx.at,
+                    record_id=None,
+                ),
+            )
+        case EndConversation():
+            candidates.end_conversation(ctx.db, effect.conversation_id, ctx.at)
+        case ResolveCandidates():
+            refs = [(ref.episode_id, ref.sentence) for ref in effect.candidates]
+            candidates.resolve(ctx.db, refs, effect.record_id)
+        case ForgetRecords():
+            words = accounting.words_of_records(ctx.db, effect.record_ids)
+            shred.destroy(
+                ctx.db,
+                shred.Forget(
+                    record_ids=tuple(effect.record_ids),
+                    artifact_ids=tuple(effect.artifact_ids),
+                    episode_ids=tuple(effect.episode_ids),
+                    all_episodes=effect.all_episodes,
+                    at=ctx.at,
+                    sync_state=SyncState.PENDING,
+                ),
+            )
+            accounting.drop_candidates_saying(ctx.db, words)
+        case _:
+            assert_never(effect)
 
 
 # --- the queue row: the op without its text ---------------------------------------------

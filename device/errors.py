@@ -3,11 +3,16 @@
 Invariants: every message names the offending id, file or value and the reason;
 an error raised by a local write means nothing was changed (the transaction rolled
 back); network and server errors are mapped here once, at the transport boundary.
+Every ``ErrorCode`` the cloud can answer has its own ``ServerRefused`` subclass
+(``refusal`` maps it once, in ``device.client``), so callers catch classes; ``code``,
+``message`` and ``status`` keep the wire's values.
 """
 
 from __future__ import annotations
 
 from typing import Any
+
+from protocol.messages import ErrorCode
 
 
 class DeviceError(Exception):
@@ -129,7 +134,71 @@ class ServerRefused(DeviceError):
         super().__init__(f"the cloud refused the request (HTTP {status}, {code}): {message}")
 
 
-class PushDidNotSettle(ServerRefused):
+# --- one class per ``ErrorCode``: ``device.client`` maps a refusal once (``refusal``),
+# callers catch the class and never compare ``code`` strings. ``code`` stays the wire's.
+
+
+class ProtocolVersionRefused(ServerRefused):
+    """400 ``unsupported_protocol_version`` (the client negotiates it first)."""
+
+
+class MalformedRequest(ServerRefused):
+    """400 ``malformed_request``: the cloud could not read the request."""
+
+
+class RequestTooLarge(ServerRefused):
+    """413 ``request_too_large``."""
+
+
+class Unauthorized(ServerRefused):
+    """401 ``unauthorized``: no credential, or one the cloud does not know."""
+
+
+class NotFound(ServerRefused):
+    """404 ``not_found``."""
+
+
+class PullRequired(ServerRefused):
+    """409 ``pull_required``: the device must pull (and acknowledge) before it pushes."""
+
+
+class EnrollmentRefused(ServerRefused):
+    """403 ``enrollment_refused``: the enrollment code is unknown, used or expired."""
+
+
+class MalformedCursor(ServerRefused):
+    """400 ``malformed_cursor``."""
+
+
+class AccountKeyMismatch(ServerRefused):
+    """409 ``account_key_mismatch``: another account key is registered for the space."""
+
+
+class DeviceRevokedRefused(ServerRefused):
+    """``device_revoked``: this device must wipe its copy (``DeviceRevoked`` follows)."""
+
+
+class ResyncRequired(ServerRefused):
+    """``resync_required``: the cursor is below the cloud's compacted feed floor."""
+
+
+class AccountEndedRefused(ServerRefused):
+    """410 ``account_ended``: the space ended; the device wipes (``AccountEnded`` follows)."""
+
+
+class ServiceClosed(ServerRefused):
+    """503 ``service_closed``: the service closed; only export and reads stay open."""
+
+
+class PinRefused(ServerRefused):
+    """409 ``pin_refused``: a forgotten record, or too many pins."""
+
+
+class StoreTooNew(ServerRefused):
+    """503 ``store_too_new``: a newer memsync migrated the cloud's store."""
+
+
+class PushDidNotSettle(PullRequired):
     """A push was answered ``pull_required`` again after pulls that acknowledged
     everything new, or more often than the bound; the ops stay queued."""
 
@@ -137,7 +206,7 @@ class PushDidNotSettle(ServerRefused):
         super().__init__("pull_required", message, status)
 
 
-class NoCommonProtocolVersion(ServerRefused):
+class NoCommonProtocolVersion(ProtocolVersionRefused):
     """The cloud accepts no protocol version this device speaks; nothing was sent."""
 
     def __init__(
@@ -180,6 +249,19 @@ class ServerError(DeviceError):
 
 class ChangeDoesNotOpen(DeviceError):
     """A pulled change could not be opened or parsed; the page was not applied."""
+
+
+class UnknownChangeKind(ServerError):
+    """A pulled page carries a change of a kind this device does not know: the whole
+    page is refused and the cursor stays before it (a newer cloud, or a bug)."""
+
+    def __init__(self, kind: object, seq: object) -> None:
+        self.kind = str(kind)[:80]
+        self.seq = seq
+        super().__init__(
+            f"pulled change seq {str(seq)[:40]} is of kind {self.kind!r}, which this device "
+            "does not know; the page was not applied and the cursor did not move"
+        )
 
 
 class AppendOnlyViolation(DeviceError):
@@ -300,15 +382,30 @@ class ExportUnavailable(ServerRefused):
 
 
 _REFUSALS: dict[str, type[ServerRefused]] = {
-    "strong_auth_required": StrongAuthRequired,
-    "export_id_used": ExportIdUsed,
-    "export_unavailable": ExportUnavailable,
+    ErrorCode.UNSUPPORTED_PROTOCOL_VERSION: ProtocolVersionRefused,
+    ErrorCode.MALFORMED_REQUEST: MalformedRequest,
+    ErrorCode.REQUEST_TOO_LARGE: RequestTooLarge,
+    ErrorCode.UNAUTHORIZED: Unauthorized,
+    ErrorCode.NOT_FOUND: NotFound,
+    ErrorCode.PULL_REQUIRED: PullRequired,
+    ErrorCode.ENROLLMENT_REFUSED: EnrollmentRefused,
+    ErrorCode.MALFORMED_CURSOR: MalformedCursor,
+    ErrorCode.ACCOUNT_KEY_MISMATCH: AccountKeyMismatch,
+    ErrorCode.DEVICE_REVOKED: DeviceRevokedRefused,
+    ErrorCode.RESYNC_REQUIRED: ResyncRequired,
+    ErrorCode.ACCOUNT_ENDED: AccountEndedRefused,
+    ErrorCode.SERVICE_CLOSED: ServiceClosed,
+    ErrorCode.STRONG_AUTH_REQUIRED: StrongAuthRequired,
+    ErrorCode.EXPORT_ID_USED: ExportIdUsed,
+    ErrorCode.EXPORT_UNAVAILABLE: ExportUnavailable,
+    ErrorCode.PIN_REFUSED: PinRefused,
+    ErrorCode.STORE_TOO_NEW: StoreTooNew,
 }
 
 
 def refusal(code: str, message: str, status: int) -> ServerRefused:
-    """The device error for a cloud's ``ErrorBody``: a specific one where the device
-    acts on the code, else ``ServerRefused``."""
+    """The device error for a cloud's ``ErrorBody``: the code's own ``ServerRefused``
+    subclass (every ``ErrorCode`` has one), else ``ServerRefused`` itself."""
     return _REFUSALS.get(code, ServerRefused)(code, message, status)
 
 

@@ -22,6 +22,7 @@ from typing import Any
 
 from device import candidates, catalog, store
 from device.db import Database
+from device.sync_state import SyncState
 from protocol.errors import SealError
 from protocol.model import LifecycleState, RecordContent
 from protocol.operations import AddArtifact, AddEpisode, AnyOperation, ForgetArea, MarkCandidate
@@ -69,7 +70,7 @@ def episode_facts(db: Database, episode_id: str) -> EpisodeFacts | None:
 
 def episode_facts_of(db: Database, row: Any) -> EpisodeFacts | None:
     """``episode_facts`` of an ``episodes`` row already read (None: no row)."""
-    if row is None or row["sync_state"] == "refused":
+    if row is None or row["sync_state"] == SyncState.REFUSED:
         return None
     try:
         content = store.open_episode(db, row)

@@ -4,8 +4,9 @@ Invariant: nothing happens unless ``MEMSYNC_DEVICE_CRASH_AT`` names a point; an 
 point is an error at once, never silently ignored. Never set it in production: it
 exists so tests can kill a real device process exactly between the server's commit
 and the device's own receipt transaction (``push_answered``), between a pulled page
-and its local commit (``pull_answered``), or between a resync's last page and its final
-transaction (``resync_pulled``).
+and its local commit (``pull_answered``), between a resync's last page and its final
+transaction (``resync_pulled``), or inside a shred between a record's rows and its
+data keys (``shred_keys_next``, ``device.shred``).
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ import os
 import signal
 
 CRASH_ENV = "MEMSYNC_DEVICE_CRASH_AT"
-CRASH_POINTS = ("push_answered", "pull_answered", "resync_pulled")
+CRASH_POINTS = ("push_answered", "pull_answered", "resync_pulled", "shred_keys_next")
 
 
 def reached(point: str) -> None:

@@ -22,6 +22,7 @@ from device import catalog, store
 from device.db import Database
 from device.errors import UnknownRecord
 from device.facts import episode_facts
+from device.sync_state import SyncState
 from device.views import RecordView, SourceView, VersionView
 from protocol import timeline
 from protocol.confidence import ConfidenceClass, compute
@@ -153,7 +154,7 @@ def view(
         return RecordView(
             record_id=h.record_id,
             lifecycle=FORGOTTEN,
-            sync_state=row["sync_state"],
+            sync_state=SyncState(row["sync_state"]),
             forgotten_at=row["forgotten_at"],
         )
     state = lifecycle or h.lifecycle
@@ -162,7 +163,7 @@ def view(
     base = RecordView(
         record_id=h.record_id,
         lifecycle=state.value,
-        sync_state=row["sync_state"],
+        sync_state=SyncState(row["sync_state"]),
         version=None if h.version is None else int(h.version["version"]),
         recorded_at=None if h.version is None else h.version["recorded_at"],
         refusal_reason=row["refusal_reason"],

@@ -1,6 +1,19 @@
 """Shredding: the ONE place that removes sealed content, data keys and derived rows.
 
 Invariants:
+- One procedure, ``destroy(db, Forget | Evict | Wipe)``: a local forget, a pulled key
+  destruction or forgotten state, a ``forgotten`` refusal, a resync removal, an
+  eviction and a wipe all come through it (``evict_record`` and ``wipe`` are its
+  spellings); nothing outside this module deletes content or keys.
+- One order: what was derived goes before what it came from (artifacts, then the
+  records from the last derived back to the root), then extra episodes, then keys the
+  cloud named. For each item its rows go first — the process caches, the plaintext
+  derived rows (search rows and vectors, subject index), then the sealed rows — and its
+  data keys last. All of it is one transaction, so a kill at any step rolls all of it
+  back and the forget is done again from its durable cause (the queued op, the pull
+  cursor that did not move, the revocation). Were a step ever committed alone, keys
+  last leaves at worst a key with nothing left to open; keys first would leave the
+  plaintext derived rows readable without any key.
 - Content becomes unreadable only by destroying its data key; the sealed rows and
   every row derived from them (search indexes and vectors, subject index, derivation edges, state
   history, queued ops, receipts, refusal reasons, usage and flags) go in the same
@@ -25,9 +38,11 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass, field
+from typing import assert_never
 
-from device import candidates, changes, search, store, version_cache
+from device import candidates, changes, faults, search, store, version_cache
 from device.db import Database
+from device.sync_state import SyncState
 from protocol.model import LifecycleState
 
 FORGOTTEN = LifecycleState.FORGOTTEN.value
@@ -39,6 +54,88 @@ class Shredded:
     key_ids: set[str] = field(default_factory=set)
     episode_ids: set[str] = field(default_factory=set)
     dropped_ops: int = 0
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Forget:
+    """Forget permanently: skeletons and tombstones stay, so nothing comes back.
+
+    ``record_ids`` is a derivation closure as ``protocol.rules.derivation_closure``
+    gives it (roots first); ``key_ids`` are keys the cloud named in a key-destruction
+    event; ``episode_ids`` are episodes beyond the records' own sources (or, with
+    ``all_episodes``, every episode)."""
+
+    record_ids: tuple[str, ...] = ()
+    artifact_ids: tuple[str, ...] = ()
+    episode_ids: tuple[str, ...] = ()
+    all_episodes: bool = False
+    key_ids: tuple[str, ...] = ()
+    at: str
+    sync_state: SyncState
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Evict:
+    """The record left this device's subset: like a forget, but no skeleton and no
+    tombstone; refused (nothing removed) while it may not leave (``evictable``)."""
+
+    record_id: str
+    episode_ids: tuple[str, ...] = ()
+    artifact_ids: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Wipe:
+    """A revoked device or an ended account: every key and every row of memory."""
+
+    at: str
+
+
+Target = Forget | Evict | Wipe
+
+
+def destroy(db: Database, target: Target) -> int:
+    """THE shred procedure: every forget (local or pulled), key destruction, resync
+    removal, eviction and wipe on this device comes through here. Must run inside
+    ``db.atomic()``; the caller checkpoints the WAL after the commit. Returns how many
+    records it removed (for a wipe: how many were held)."""
+    if not db.in_transaction:
+        raise RuntimeError("shredding must run inside Database.atomic()")
+    match target:
+        case Forget():
+            return _forget(db, target)
+        case Evict():
+            return int(
+                _evict(
+                    db,
+                    target.record_id,
+                    episode_ids=target.episode_ids,
+                    artifact_ids=target.artifact_ids,
+                )
+            )
+        case Wipe():
+            return _wipe(db, at=target.at)
+        case _:
+            assert_never(target)
+
+
+def evict_record(
+    db: Database,
+    record_id: str,
+    *,
+    episode_ids: Iterable[str] = (),
+    artifact_ids: Iterable[str] = (),
+) -> bool:
+    """``destroy(db, Evict(...))``: whether the record was evicted."""
+    target = Evict(
+        record_id=record_id, episode_ids=tuple(episode_ids), artifact_ids=tuple(artifact_ids)
+    )
+    return destroy(db, target) == 1
+
+
+def wipe(db: Database, *, at: str) -> int:
+    """``destroy(db, Wipe(at=at))``: how many records were held."""
+    return destroy(db, Wipe(at=at))
 
 
 def _marks(items: Iterable[str]) -> tuple[str, list[str]]:
@@ -66,12 +163,12 @@ def _drop_record_rows(db: Database, record_id: str) -> None:
     )
 
 
-def shred_record(
+def _shred_record(
     db: Database,
     record_id: str,
     *,
     forgotten_at: str,
-    sync_state: str,
+    sync_state: SyncState,
     key_ids: Iterable[str] = (),
     episode_ids: Iterable[str] = (),
 ) -> Shredded:
@@ -111,6 +208,7 @@ def shred_record(
     _drop_record_rows(db, record_id)
     if ep_values:
         db.execute(f"DELETE FROM episodes WHERE episode_id IN ({ep_marks})", ep_values)
+    faults.reached("shred_keys_next")  # the rows are gone, the keys not yet (a kill test)
     if key_values:
         db.execute(f"DELETE FROM data_keys WHERE key_id IN ({key_marks})", key_values)
     dropped = db.execute(
@@ -175,7 +273,7 @@ def evictable(db: Database, record_id: str) -> bool:
     return db.one("SELECT 1 FROM op_queue WHERE record_id = ? LIMIT 1", (record_id,)) is None
 
 
-def evict_record(
+def _evict(
     db: Database,
     record_id: str,
     *,
@@ -291,7 +389,7 @@ def retire_version(db: Database, record_id: str, version: int) -> None:
         db.execute("DELETE FROM shred_permits WHERE kind = ? AND item_id = ?", (kind, item))
 
 
-def shred_artifact(
+def _shred_artifact(
     db: Database, artifact_id: str, *, forgotten_at: str, key_ids: Iterable[str] = ()
 ) -> set[str]:
     """Destroy a derived artifact's key and sealed row; leave a tombstone. Returns key ids."""
@@ -323,7 +421,7 @@ def shred_artifact(
     return keys
 
 
-def shred_episodes(db: Database, episode_ids: Iterable[str], *, forgotten_at: str) -> int:
+def _shred_episodes(db: Database, episode_ids: Iterable[str], *, forgotten_at: str) -> int:
     """Destroy episodes that belong to no record being shredded (forgetting all memory)."""
     if not db.in_transaction:
         raise RuntimeError("shredding must run inside Database.atomic()")
@@ -354,30 +452,40 @@ def shred_episodes(db: Database, episode_ids: Iterable[str], *, forgotten_at: st
     return len(ep_values)
 
 
-def shred_many(
-    db: Database,
-    record_ids: Iterable[str],
-    artifact_ids: Iterable[str] = (),
-    *,
-    all_episodes: bool = False,
-    episode_ids: Iterable[str] = (),
-    forgotten_at: str,
-    sync_state: str,
-) -> list[Shredded]:
-    """A forget's whole closure: records, artifacts, the extra ``episode_ids`` (sources of
-    a record this store never held) and, for all memory, every episode."""
-    for artifact_id in artifact_ids:
-        shred_artifact(db, artifact_id, forgotten_at=forgotten_at)
-    done = [
-        shred_record(db, record_id, forgotten_at=forgotten_at, sync_state=sync_state)
-        for record_id in record_ids
-    ]
-    extra = list(episode_ids)
-    if all_episodes:
+def _forget(db: Database, target: Forget) -> int:
+    """A forget's whole closure, in the one order: what was derived goes before what it
+    came from (artifacts, then the records from the last derived back to the first
+    root), then the extra episodes, then the keys the cloud named. Each item's rows go
+    before its keys."""
+    at, state = target.at, target.sync_state
+    for artifact_id in sorted(set(target.artifact_ids)):
+        _shred_artifact(db, artifact_id, forgotten_at=at)
+    records = list(dict.fromkeys(target.record_ids))
+    for record_id in reversed(records):
+        _shred_record(db, record_id, forgotten_at=at, sync_state=state)
+    extra = list(target.episode_ids)
+    if target.all_episodes:
         extra += [row["episode_id"] for row in db.all("SELECT episode_id FROM episodes ORDER BY 1")]
     if extra:
-        shred_episodes(db, list(dict.fromkeys(extra)), forgotten_at=forgotten_at)
-    return done
+        _shred_episodes(db, list(dict.fromkeys(extra)), forgotten_at=at)
+    _destroy_keys(db, target.key_ids)
+    return len(records)
+
+
+def _destroy_keys(db: Database, key_ids: Iterable[str]) -> None:
+    """Keys the cloud named that no shredded row of this device used (its key ids for
+    the same content differ from the ones this device made)."""
+    keys = sorted(set(key_ids))
+    if not keys:
+        return
+    _forget_cached(db, (), keys)
+    for key_id in keys:
+        db.execute(
+            "INSERT OR IGNORE INTO shred_permits (kind, item_id) VALUES ('key', ?)", (key_id,)
+        )
+    db.execute(f"DELETE FROM data_keys WHERE key_id IN ({_marks(keys)[0]})", keys)
+    for key_id in keys:
+        db.execute("DELETE FROM shred_permits WHERE kind = 'key' AND item_id = ?", (key_id,))
 
 
 # Everything a wipe empties besides what ``shred_many`` already shreds: bookkeeping,
@@ -391,7 +499,7 @@ _WIPED_TABLES = (
 )  # fmt: skip
 
 
-def wipe(db: Database, *, at: str) -> int:
+def _wipe(db: Database, *, at: str) -> int:
     """A revoked device: destroy every data key and every row of memory on this device,
     kept-on-device classes included, in one transaction; the caller checkpoints the
     WAL. The device's own identity (meta) stays, marked wiped; its credential stays
@@ -404,7 +512,16 @@ def wipe(db: Database, *, at: str) -> int:
         for row in db.all("SELECT record_id FROM records WHERE lifecycle != ?", (FORGOTTEN,))
     ]
     artifacts = [row["artifact_id"] for row in db.all("SELECT artifact_id FROM artifacts")]
-    shred_many(db, live, artifacts, all_episodes=True, forgotten_at=at, sync_state="synced")
+    _forget(
+        db,
+        Forget(
+            record_ids=tuple(live),
+            artifact_ids=tuple(artifacts),
+            all_episodes=True,
+            at=at,
+            sync_state=SyncState.SYNCED,
+        ),
+    )
     keys = [row["key_id"] for row in db.all("SELECT key_id FROM data_keys")]
     for key_id in keys:
         db.execute(

@@ -20,11 +20,12 @@ from typing import Any
 from device import changes
 from device.db import Database
 from device.keys import open_item
+from device.sync_state import SyncState
 from protocol.errors import SealError
 from protocol.messages import EpisodeContent
 from protocol.model import RecordContent
 
-SYNC_STATES = ("pending", "synced", "refused")
+SYNC_STATES = tuple(SyncState)
 
 
 @dataclass(frozen=True, slots=True)
@@ -195,11 +196,11 @@ def unseen_synced(db: Database) -> Unseen:
 
     def ids(table: str, column: str, kind: str, extra: str) -> tuple[str, ...]:
         rows = db.all(
-            f"SELECT {column} FROM {table} WHERE sync_state = 'synced' {extra} "
+            f"SELECT {column} FROM {table} WHERE sync_state = ? {extra} "
             f"AND {column} NOT IN (SELECT item_id FROM resync_seen WHERE kind = ?) "
             f"AND {column} NOT IN (SELECT {column} FROM op_queue WHERE {column} IS NOT NULL) "
             f"ORDER BY {column}",
-            (kind,),
+            (SyncState.SYNCED, kind),
         )
         return tuple(row[0] for row in rows)
 
@@ -280,7 +281,7 @@ def insert_episode(
     bound_space: str,
     key_id: str,
     sealed: bytes,
-    sync_state: str,
+    sync_state: SyncState,
 ) -> None:
     _require_tx(db)
     db.execute(
@@ -302,9 +303,9 @@ def episode_forgotten(db: Database, episode_id: str) -> bool:
 def conversation_episodes(db: Database, conversation_id: str) -> list[Any]:
     """Episodes of a conversation the device still holds and the cloud did not refuse."""
     return db.all(
-        "SELECT * FROM episodes WHERE conversation_id = ? AND sync_state != 'refused' "
+        "SELECT * FROM episodes WHERE conversation_id = ? AND sync_state != ? "
         "ORDER BY typed_at, rowid",
-        (conversation_id,),
+        (conversation_id, SyncState.REFUSED),
     )
 
 
@@ -318,7 +319,7 @@ def open_episode(db: Database, row: Any) -> EpisodeContent:
     return EpisodeContent.model_validate_json(plain)
 
 
-def set_episode_sync(db: Database, episode_id: str, state: str, reason: str | None) -> None:
+def set_episode_sync(db: Database, episode_id: str, state: SyncState, reason: str | None) -> None:
     _require_tx(db)
     db.execute(
         "UPDATE episodes SET sync_state = ?, refusal_reason = ? WHERE episode_id = ?",
@@ -334,7 +335,7 @@ def record_row(db: Database, record_id: str) -> Any:
 
 
 def insert_record(
-    db: Database, *, record_id: str, lifecycle: str, current_version: int, sync_state: str
+    db: Database, *, record_id: str, lifecycle: str, current_version: int, sync_state: SyncState
 ) -> None:
     _changing(db, record_id)
     db.execute(
@@ -350,7 +351,7 @@ def set_record_state(
     *,
     lifecycle: str | None = None,
     current_version: int | None = None,
-    sync_state: str | None = None,
+    sync_state: SyncState | None = None,
     refusal_reason: str | None = None,
 ) -> None:
     """Change a record's metadata (never its content); None leaves a field as it is,

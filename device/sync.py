@@ -43,7 +43,7 @@ import functools
 import json
 from collections.abc import Callable
 from datetime import datetime
-from typing import Any
+from typing import Any, Never, NoReturn
 
 from pydantic import ValidationError
 
@@ -51,7 +51,16 @@ from device import candidates, catalog, effects, faults, provisional, search, sh
 from device import subset as subset_of
 from device.client import CloudClient
 from device.db import Database
-from device.errors import ChangeDoesNotOpen, PushDidNotSettle, ServerError, ServerRefused
+from device.errors import (
+    ChangeDoesNotOpen,
+    PullRequired,
+    PushDidNotSettle,
+    ResyncRequired,
+    ServerError,
+    ServerRefused,
+    ServiceClosed,
+    UnknownChangeKind,
+)
 from device.facts import current_content, episode_facts
 from device.keys import (
     SealedItem,
@@ -60,6 +69,7 @@ from device.keys import (
     open_item,
     open_sealed_key,
 )
+from device.sync_state import SyncState
 from device.views import SyncReport
 from protocol.errors import SealError
 from protocol.messages import (
@@ -67,10 +77,10 @@ from protocol.messages import (
     SUBSET_SINCE,
     AckRequest,
     AckResponse,
+    AnyChange,
     ArtifactChange,
     EpisodeChange,
     EpisodeContent,
-    ErrorCode,
     KeyDestruction,
     ProjectChange,
     PullRequest,
@@ -121,13 +131,27 @@ def _sent_items(page: PullResponse) -> list[tuple[str, str]]:
     """The (kind, id) of every record, episode and artifact a page carries."""
     items: list[tuple[str, str]] = []
     for change in page.changes:
-        if isinstance(change, _RECORD_CHANGES):
-            items.append(("record", change.record_id))
-        elif isinstance(change, EpisodeChange):
-            items.append(("episode", change.episode_id))
-        elif isinstance(change, ArtifactChange):
-            items.append(("artifact", change.artifact_id))
+        match change:
+            case RecordVersionChange() | RecordStateChange():
+                items.append(("record", change.record_id))
+            case EpisodeChange():
+                items.append(("episode", change.episode_id))
+            case ArtifactChange():
+                items.append(("artifact", change.artifact_id))
+            case ProjectChange() | KeyDestruction() | SubsetChange():
+                pass  # names no item this device holds for the resync to keep
+            case _:
+                refuse_unknown_change(change)
     return items
+
+
+def refuse_unknown_change(change: Never) -> NoReturn:
+    """The ``case _`` of every interpreter of pulled changes: unreachable for the type
+    checker (each kind has its case), and at run time a change no case matched refuses
+    the whole page, so the cursor never moves past a change this device did not apply."""
+    raise UnknownChangeKind(
+        getattr(change, "kind", type(change).__name__), getattr(change, "seq", None)
+    )
 
 
 def _no_randomness(n: int) -> bytes:
@@ -183,15 +207,13 @@ class SyncSession:
             request = functools.partial(self._push_request, rows)
             try:
                 response = self.client.post("/v1/push", request, PushResponse)
-            except ServerRefused as exc:
-                if exc.code == ErrorCode.PULL_REQUIRED.value:
-                    self._pull_before_push(exc, pulls)
-                    pulls += 1
-                    continue
-                if exc.code == ErrorCode.SERVICE_CLOSED.value:
-                    self.report.push_held = exc.message  # the queue stays; pulls go on
-                    return
-                raise
+            except PullRequired as exc:
+                self._pull_before_push(exc, pulls)
+                pulls += 1
+                continue
+            except ServiceClosed as exc:
+                self.report.push_held = exc.message  # the queue stays; pulls go on
+                return
             self._check_receipts(rows, response.receipts)
             faults.reached("push_answered")  # a test may kill the process right here
             forgotten = self._ask_about_kept(rows, response.receipts)
@@ -362,14 +384,14 @@ class SyncSession:
                 return
         if outcome is ReceiptStatus.APPLIED:
             self.report.applied += 1
-            state, reason = "synced", None
+            state, reason = SyncState.SYNCED, None
         else:
             code = receipt.code.value if receipt.code is not None else outcome.value
             reason = f"{code}: {receipt.reason or 'no reason given'}"
             self.report.refused.append((row["op_id"], code, receipt.reason or ""))
-            state = "refused"
+            state = SyncState.REFUSED
             if kind == "forget_permanently" and code in _HARMLESS_FORGET_REFUSALS:
-                state, reason = "synced", None
+                state, reason = SyncState.SYNCED, None
         if kind == "add_episode":
             if store.episode_row(self.db, row["episode_id"]) is not None:
                 store.set_episode_sync(self.db, row["episode_id"], state, reason)
@@ -394,7 +416,7 @@ class SyncSession:
             store.set_record_state(
                 self.db, row["record_id"], sync_state=state, refusal_reason=reason
             )
-        elif state == "refused":
+        elif state is SyncState.REFUSED:
             # The local effect stands until the server's record_state says otherwise.
             store.note_refusal(self.db, row["record_id"], f"{kind} {reason}")
 
@@ -431,9 +453,7 @@ class SyncSession:
             cursor = store.get_meta(self.db).pull_cursor
             try:
                 page = self._pull_page(cursor)
-            except ServerRefused as exc:
-                if exc.code != ErrorCode.RESYNC_REQUIRED.value:
-                    raise
+            except ResyncRequired:
                 self.resync()
                 return
             faults.reached("pull_answered")
@@ -493,10 +513,8 @@ class SyncSession:
                 store.begin_resync(self.db, self.now())
             try:
                 cursor = self._resync_pages()
-            except ServerRefused as exc:
+            except ResyncRequired:
                 # compaction moved the floor past this resync's own cursor: start over
-                if exc.code != ErrorCode.RESYNC_REQUIRED.value:
-                    raise
                 continue
             faults.reached("resync_pulled")
             self._finish_resync(cursor)
@@ -521,12 +539,11 @@ class SyncSession:
         at = self.now()
         with self.db.atomic():
             unseen = store.unseen_synced(self.db)
-            for artifact_id in unseen.artifact_ids:
-                shred.shred_artifact(self.db, artifact_id, forgotten_at=at)
+            self._shred(artifact_ids=unseen.artifact_ids, at=at)
             for record_id in unseen.record_ids:
                 if (row := store.record_row(self.db, record_id)) and row["lifecycle"] != FORGOTTEN:
                     self._shred_closure(record_id, at)
-            shred.shred_episodes(self.db, unseen.episode_ids, forgotten_at=at)
+            self._shred(episode_ids=unseen.episode_ids, at=at)
             store.note_kept(self.db)
             store.finish_resync(self.db, cursor)
         self.report.resync_removed = [
@@ -537,21 +554,24 @@ class SyncSession:
         if self.report.resync_removed:
             self.db.checkpoint()
 
-    def _apply_change(self, change: Any, private_key: Any) -> None:
-        if isinstance(change, RecordVersionChange):
-            self._record_version(change, private_key)
-        elif isinstance(change, RecordStateChange):
-            self._record_state(change)
-        elif isinstance(change, EpisodeChange):
-            self._episode(change, private_key)
-        elif isinstance(change, ArtifactChange):
-            self._artifact(change, private_key)
-        elif isinstance(change, ProjectChange):
-            catalog.set_project(self.db, change.project, change.open, change.at.isoformat())
-        elif isinstance(change, KeyDestruction):
-            self._key_destruction(change)
-        elif isinstance(change, SubsetChange):
-            self._subset_change(change)
+    def _apply_change(self, change: AnyChange, private_key: Any) -> None:
+        match change:
+            case RecordVersionChange():
+                self._record_version(change, private_key)
+            case RecordStateChange():
+                self._record_state(change)
+            case EpisodeChange():
+                self._episode(change, private_key)
+            case ArtifactChange():
+                self._artifact(change, private_key)
+            case ProjectChange():
+                catalog.set_project(self.db, change.project, change.open, change.at.isoformat())
+            case KeyDestruction():
+                self._key_destruction(change)
+            case SubsetChange():
+                self._subset_change(change)
+            case _:
+                refuse_unknown_change(change)
 
     def _context(self) -> effects.Context:
         return effects.Context(
@@ -622,7 +642,7 @@ class SyncSession:
             provisional.move_aside(self.db, change.record_id, change.version, self.random_bytes)
             held = None
         if held is not None:
-            store.set_record_state(self.db, change.record_id, sync_state="synced")
+            store.set_record_state(self.db, change.record_id, sync_state=SyncState.SYNCED)
             return
         dek, plain = self._open(
             private_key, change, what, "record", change.record_id, change.version
@@ -636,7 +656,7 @@ class SyncSession:
                 record_id=change.record_id,
                 lifecycle=LifecycleState.CANDIDATE.value,
                 current_version=change.version,
-                sync_state="synced",
+                sync_state=SyncState.SYNCED,
             )
         effects.write_version(
             self._context(),
@@ -678,14 +698,14 @@ class SyncSession:
                 record_id=change.record_id,
                 lifecycle=change.lifecycle_state.value,
                 current_version=change.current_version,
-                sync_state="synced",
+                sync_state=SyncState.SYNCED,
             )
         else:
             store.set_record_state(
                 self.db,
                 change.record_id,
                 lifecycle=change.lifecycle_state.value,
-                sync_state="synced",
+                sync_state=SyncState.SYNCED,
             )
             store.set_current_version(self.db, change.record_id, change.current_version)
         usage = change.usage_restriction
@@ -713,7 +733,7 @@ class SyncSession:
             self.report.ignored += 1
             return
         if store.episode_row(self.db, change.episode_id) is not None:
-            store.set_episode_sync(self.db, change.episode_id, "synced", None)
+            store.set_episode_sync(self.db, change.episode_id, SyncState.SYNCED, None)
             return
         what = f"episode {change.episode_id}"
         dek, plain = self._open(private_key, change, what, "episode", change.episode_id, 1)
@@ -727,7 +747,7 @@ class SyncSession:
             bound_space=self._space(),
             key_id=change.key_id,
             sealed=change.sealed_content,
-            sync_state="synced",
+            sync_state=SyncState.SYNCED,
         )
 
     def _artifact(self, change: ArtifactChange, private_key: Any) -> None:
@@ -739,7 +759,7 @@ class SyncSession:
             self.report.ignored += 1
             return
         if catalog.artifact_row(self.db, change.artifact_id) is not None:
-            catalog.set_artifact_sync(self.db, change.artifact_id, "synced", None)
+            catalog.set_artifact_sync(self.db, change.artifact_id, SyncState.SYNCED, None)
             return
         what = f"artifact {change.artifact_id}"
         dek, plain = self._open(private_key, change, what, "artifact", change.artifact_id, 1)
@@ -753,7 +773,7 @@ class SyncSession:
             bound_space=self._space(),
             key_id=change.key_id,
             sealed=change.sealed_content,
-            sync_state="synced",
+            sync_state=SyncState.SYNCED,
         )
         catalog.add_derivations(self.db, "artifact", change.artifact_id, change.derived_from)
 
@@ -767,20 +787,35 @@ class SyncSession:
     ) -> None:
         """Shred the record, what the server named, and all this device derived from it."""
         records, artifacts = derivation_closure([record_id], catalog.children(self.db))
-        # what was derived goes first, so no row still uses a key the event names
-        for artifact_id in sorted({*artifacts, *(artifact_ids or [])}):
-            shred.shred_artifact(self.db, artifact_id, forgotten_at=at)
-        for derived in reversed(records[1:]):
-            shred.shred_record(self.db, derived, forgotten_at=at, sync_state="synced")
-        shred.shred_record(
-            self.db,
-            record_id,
-            forgotten_at=at,
-            sync_state="synced",
-            key_ids=key_ids or (),
-            episode_ids=episode_ids or (),
+        self._shred(
+            record_ids=records,
+            artifact_ids=(*artifacts, *(artifact_ids or ())),
+            episode_ids=tuple(episode_ids or ()),
+            key_ids=tuple(key_ids or ()),
+            at=at,
         )
         self.report.shredded.append(record_id)
+
+    def _shred(
+        self,
+        *,
+        at: str,
+        record_ids: tuple[str, ...] = (),
+        artifact_ids: tuple[str, ...] = (),
+        episode_ids: tuple[str, ...] = (),
+        key_ids: tuple[str, ...] = (),
+    ) -> None:
+        """What the cloud's word forgets goes through ``shred.destroy``; the skeletons it
+        leaves are ``synced`` (the cloud already holds the forget)."""
+        target = shred.Forget(
+            record_ids=record_ids,
+            artifact_ids=artifact_ids,
+            episode_ids=episode_ids,
+            key_ids=key_ids,
+            at=at,
+            sync_state=SyncState.SYNCED,
+        )
+        shred.destroy(self.db, target)
 
     def _shred_on_status(self, record_id: str) -> None:
         """The cloud's record status said forgotten (its key destruction was compacted
@@ -794,7 +829,7 @@ class SyncSession:
         at = change.destroyed_at.isoformat()
         if change.record_id is None:
             # episodes that belonged to no record: forgetting all memory
-            shred.shred_episodes(self.db, change.episode_ids, forgotten_at=at)
+            self._shred(episode_ids=tuple(change.episode_ids), at=at)
         else:
             self._shred_closure(
                 change.record_id, at, change.key_ids, change.episode_ids, change.artifact_ids

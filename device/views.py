@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from device.sync_state import SyncState
 from protocol.model import LifecycleState, RelationNote
 from protocol.operations import Receipt
 
@@ -25,7 +26,7 @@ class LocalResult:
 
     record_id: str
     op_id: str
-    sync_state: str = "pending"
+    sync_state: SyncState = SyncState.PENDING
     forgotten_at: str | None = None
     receipt: Receipt | None = None
     message: str = ""
@@ -57,7 +58,7 @@ class RecallHit:
 class RecordView:
     record_id: str
     lifecycle: str
-    sync_state: str
+    sync_state: SyncState
     version: int | None = None
     text: str | None = None
     epistemic_state: str | None = None
@@ -107,7 +108,9 @@ class RecordView:
     @property
     def in_use(self) -> bool:
         """Whether retrieval may use it at all (before area, project and flags)."""
-        return self.lifecycle_state is LifecycleState.ACTIVE and self.sync_state != "refused"
+        return (
+            self.lifecycle_state is LifecycleState.ACTIVE and self.sync_state != SyncState.REFUSED
+        )
 
     @property
     def conflict(self) -> bool:

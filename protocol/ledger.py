@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from datetime import datetime
+from typing import assert_never
 
 from protocol.model import LifecycleState, RecordContent, UsageRestriction
 from protocol.operations import (
@@ -167,44 +168,51 @@ def step(ledger: Ledger, op: AnyOperation, index: int, at: datetime) -> tuple[Le
 
 
 def _perform(ledger: Ledger, op: AnyOperation, effect: Effect) -> None:
-    if isinstance(effect, CreateEpisode):
-        assert isinstance(op, AddEpisode)
-        ledger.episodes[op.episode_id] = EpisodeFacts(
-            op.episode_id, op.conversation_id, op.text, op.typed_at, op.source_kind, op.source_id
-        )
-    elif isinstance(effect, CreateRecord):
-        ledger.records[effect.record_id] = LedgerRecord(
-            effect.lifecycle_state, {effect.version: effect.content}
-        )
-    elif isinstance(effect, AddVersion):
-        record = ledger.records[effect.record_id]
-        record.versions[effect.version] = effect.content
-        record.lifecycle = effect.lifecycle_state
-    elif isinstance(effect, SetLifecycle):
-        ledger.records[effect.record_id].lifecycle = effect.lifecycle_state
-    elif isinstance(effect, SetUsage):
-        ledger.records[effect.record_id].usage = effect.restriction
-    elif isinstance(effect, FlagSuperseded):
-        ledger.records[effect.record_id].superseded_by = effect.by_record
-    elif isinstance(effect, FlagConflict):
-        ledger.records[effect.record_id].conflicts.add(effect.other_record)
-    elif isinstance(effect, CreateArtifact):
-        assert isinstance(op, AddArtifact)
-        ledger.artifacts[effect.artifact_id] = (effect.derived_from, op.payload)
-    elif isinstance(effect, SetProjectState):
-        assert isinstance(op, SetProject)
-        ledger.projects[effect.project] = effect.open
-    elif isinstance(effect, CreateCandidate):
-        ledger.candidates[(effect.episode_id, effect.sentence)] = None
-    elif isinstance(effect, EndConversation):
-        ledger.ended_conversations.add(effect.conversation_id)
-    elif isinstance(effect, ResolveCandidates):
-        for ref in effect.candidates:
-            if (ref.episode_id, ref.sentence) in ledger.candidates:
-                ledger.candidates[(ref.episode_id, ref.sentence)] = effect.record_id
-    else:
-        assert isinstance(effect, ForgetRecords)
-        _forget(ledger, effect)
+    match effect:
+        case CreateEpisode():
+            assert isinstance(op, AddEpisode)
+            ledger.episodes[op.episode_id] = EpisodeFacts(
+                op.episode_id,
+                op.conversation_id,
+                op.text,
+                op.typed_at,
+                op.source_kind,
+                op.source_id,
+            )
+        case CreateRecord():
+            ledger.records[effect.record_id] = LedgerRecord(
+                effect.lifecycle_state, {effect.version: effect.content}
+            )
+        case AddVersion():
+            record = ledger.records[effect.record_id]
+            record.versions[effect.version] = effect.content
+            record.lifecycle = effect.lifecycle_state
+        case SetLifecycle():
+            ledger.records[effect.record_id].lifecycle = effect.lifecycle_state
+        case SetUsage():
+            ledger.records[effect.record_id].usage = effect.restriction
+        case FlagSuperseded():
+            ledger.records[effect.record_id].superseded_by = effect.by_record
+        case FlagConflict():
+            ledger.records[effect.record_id].conflicts.add(effect.other_record)
+        case CreateArtifact():
+            assert isinstance(op, AddArtifact)
+            ledger.artifacts[effect.artifact_id] = (effect.derived_from, op.payload)
+        case SetProjectState():
+            assert isinstance(op, SetProject)
+            ledger.projects[effect.project] = effect.open
+        case CreateCandidate():
+            ledger.candidates[(effect.episode_id, effect.sentence)] = None
+        case EndConversation():
+            ledger.ended_conversations.add(effect.conversation_id)
+        case ResolveCandidates():
+            for ref in effect.candidates:
+                if (ref.episode_id, ref.sentence) in ledger.candidates:
+                    ledger.candidates[(ref.episode_id, ref.sentence)] = effect.record_id
+        case ForgetRecords():
+            _forget(ledger, effect)
+        case _:
+            assert_never(effect)
 
 
 def _forget(ledger: Ledger, effect: ForgetRecords) -> None:

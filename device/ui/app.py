@@ -58,6 +58,7 @@ from device.errors import (
 )
 from device.importing import ORIGIN_THIS_ACCOUNT, looks_like_package
 from device.subset import describe as describe_subset
+from device.sync_state import SyncState
 from device.ui.forms import Upload, read_form
 from device.ui.guard import (
     COOKIE,
@@ -642,7 +643,7 @@ def _corrected_on(note: str) -> str | None:
 
 def _pending_lines(agent: DeviceAgent, view: RecordView) -> Sequence[str]:
     """Which devices still hold keys of the forgotten record (the cloud's word)."""
-    if view.sync_state == "pending":
+    if view.sync_state == SyncState.PENDING:
         return [NOT_YET_SENT]
     try:
         forgets = agent.pending_forgets()
