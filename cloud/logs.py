@@ -69,6 +69,18 @@ class TextFormatter(logging.Formatter):
         return text if request_id is None else f"{text} [{request_id}]"
 
 
+class _StreamHandler(logging.StreamHandler):  # type: ignore[type-arg]
+    """Writes to ``stream``, or to whatever ``sys.stderr`` is when a line is written."""
+
+    def __init__(self, stream: TextIO | None) -> None:
+        super().__init__(stream or sys.stderr)
+        self._fixed = stream
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self.stream = self._fixed or sys.stderr
+        super().emit(record)
+
+
 def formatter(log_format: LogFormat) -> logging.Formatter:
     match log_format:
         case "json":
@@ -87,7 +99,7 @@ def configure_logging(
     root = logging.getLogger()
     for old in [h for h in root.handlers if h.get_name() == _HANDLER_NAME]:
         root.removeHandler(old)
-    handler = logging.StreamHandler(stream or sys.stderr)
+    handler = _StreamHandler(stream)
     handler.set_name(_HANDLER_NAME)
     handler.setFormatter(formatter(log_format))
     root.addHandler(handler)
