@@ -291,9 +291,7 @@ def cmd_worker(args: argparse.Namespace) -> int:
     try:
         settings = settings_from_args(args)
         fault = crash_hook()
-    except ValueError as exc:  # SettingsError is a CloudError, not a ValueError
-        return fail(exc)
-    except CloudError as exc:
+    except (ValueError, CloudError) as exc:  # the crash hook's value, or a setting
         return fail(exc)
     configure_logging(settings.log_format, settings.log_level)
     worker_id = settings.worker_id or f"{socket.gethostname()}:{os.getpid()}"

@@ -217,9 +217,7 @@ def load_settings(
         origin = f"the settings file {str(path)[:SHOWN_VALUE]}"
         if not path.is_file():
             raise SettingsError(f"the settings file {str(path)[:200]!r} does not exist")
-    loader: type[CloudSettings] = type(
-        "CloudSettingsLoad", (CloudSettings,), {"source_file": path}
-    )
+    loader: type[CloudSettings] = type("CloudSettingsLoad", (CloudSettings,), {"source_file": path})
     try:
         return loader(**given)
     except ValidationError as exc:
