@@ -31,6 +31,9 @@ Invariants:
   route the gate does not keep open answers 503 ``service_closed`` before its body is
   read, and nothing changes. The check costs a clock read and a comparison; the store
   is read (in a worker thread) only when the cached state is stale.
+- Outside the closing gate, ``cloud.telemetry`` gives every request its id, times and
+  logs it, and answers ``GET /metrics`` (``cloud.metrics``: a registry of this app's
+  own); a push's receipts are counted by outcome as the push answers.
 - A live pull (``wait`` > 0) with nothing after its cursor waits in the event loop
   (``cloud.live``), holding no database connection and no worker thread, until the
   space changes, ``wait`` passes, the client goes away or a newer pull by the same
@@ -65,8 +68,11 @@ from cloud.errors import (
     Unauthorized,
     UnsupportedMediaType,
 )
+from cloud.metrics import Metrics
 from cloud.openapi import install_openapi
 from cloud.service import CloudService, decode_cursor
+from cloud.store.sql_ops import GaugeCounts
+from cloud.telemetry import Telemetry
 from cloud.validation import BadJson, TooManyValues, describe, is_json_media_type, load_json
 from protocol.errors import FieldNotInVersion, MalformedCursor, UnsupportedProtocolVersion
 from protocol.export.stream import MEDIA_TYPE as EXPORT_MEDIA_TYPE
@@ -299,6 +305,14 @@ def create_app(config: CloudConfig) -> FastAPI:
     app.state.service = service
     app.add_middleware(ClosingGate, service=service)
 
+    def gauge_counts() -> GaugeCounts:
+        with service.store.session() as s:
+            return s.gauge_counts()
+
+    metrics = Metrics(gauge_counts, lambda: service.live.waiting)
+    app.state.metrics = metrics
+    app.add_middleware(Telemetry, config=config, metrics=metrics, routes=app.router.routes)
+
     async def call(fn: Callable[..., _R], *args: Any) -> _R:
         return await run_in_threadpool(fn, *args)
 
@@ -359,7 +373,9 @@ def create_app(config: CloudConfig) -> FastAPI:
     async def push(request: Request) -> Response:
         space_id, device_id = await who(request)
         req = await body(request, PushRequest, max_ops=MAX_OPS_PER_PUSH)
-        return answer(request, await call(service.push, space_id, device_id, req))
+        pushed = await call(service.push, space_id, device_id, req)
+        metrics.count_receipts(pushed.receipts)
+        return answer(request, pushed)
 
     @app.post("/v1/pull")
     async def pull(request: Request) -> Response:

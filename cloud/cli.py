@@ -1,13 +1,16 @@
-"""``memsync cloud ...``: serve the cloud, run consolidator workers, add users and
-devices, show pending forgets, revoke devices, compact a user's change feed, end an
-account (``delete-account``, ``account-status``) and close the service (``close``,
-``service-status``, ``enforce-closing``).
+"""``memsync cloud ...``: serve the cloud, run consolidator workers, add and list users
+and devices (``users``, ``devices``: ``cloud.cli_ops``), show pending forgets, revoke
+devices, compact a user's change feed, end an account (``delete-account``,
+``account-status``) and close the service (``close``, ``service-status``,
+``enforce-closing``).
 
 ``register(subparsers)`` adds the ``cloud`` command group to an argparse parser; each
 handler is ``handler(args) -> int`` set with ``set_defaults(func=...)``.
-Defaults: ``--store`` from ``MEMSYNC_STORE`` else ``./memsync-cloud/records.db``;
-``--keys`` from ``MEMSYNC_KEYS`` else ``./memsync-cloud/keys.db``. A plain path given
-to ``--store`` means a SQLite file.
+Every option is a setting of ``cloud.settings`` (flag > ``MEMSYNC_<NAME>`` > the
+``--config`` file > default): ``--store`` (``MEMSYNC_STORE``, default
+``./memsync-cloud/records.db``; a plain path means a SQLite file), ``--keys``
+(``MEMSYNC_KEYS``, default ``./memsync-cloud/keys.db``). A bad setting or a record store
+that cannot be opened is one line on stderr and exit code 2, never a traceback.
 """
 
 from __future__ import annotations
@@ -15,52 +18,34 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import sys
-from collections.abc import Iterator
-from contextlib import contextmanager
 from dataclasses import replace
 from datetime import UTC, datetime
-from pathlib import Path
 from typing import Any
 
 from cloud.account_end import AccountEnd, EndReason
-from cloud.config import CloudConfig
+from cloud.cli_common import (
+    FLAG_SETTINGS,
+    common,
+    config_from_args,
+    fail,
+    logging_flags,
+    service_of,
+    settings_from_args,
+)
+from cloud.cli_ops import register_ops
 from cloud.errors import CloudError
 from cloud.server_limits import ServerLimits
-from cloud.service import CloudService
+from cloud.settings import DEFAULT_KEYS, DEFAULT_STORE, store_url
 from protocol.messages import ServiceMode, ServiceStatus
 
-DEFAULT_STORE = "./memsync-cloud/records.db"
-DEFAULT_KEYS = "./memsync-cloud/keys.db"
-
-
-def store_url(value: str) -> str:
-    """A store URL from a URL or a plain SQLite file path (made absolute)."""
-    if "://" in value:
-        return value
-    return f"sqlite:///{Path(value).expanduser().resolve()}"
-
-
-def config_from_args(args: argparse.Namespace) -> CloudConfig:
-    return CloudConfig(
-        store_url=store_url(args.store),
-        key_store_path=Path(args.keys).expanduser().resolve(),
-    )
-
-
-def _common(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument(
-        "--store",
-        default=os.environ.get("MEMSYNC_STORE", DEFAULT_STORE),
-        help="record store: sqlite:///PATH, postgresql://user@host:port/db, or a file path "
-        "(default: $MEMSYNC_STORE or %(default)s)",
-    )
-    parser.add_argument(
-        "--keys",
-        default=os.environ.get("MEMSYNC_KEYS", DEFAULT_KEYS),
-        help="key store SQLite file, separate from the record store "
-        "(default: $MEMSYNC_KEYS or %(default)s)",
-    )
+__all__ = [
+    "DEFAULT_KEYS",
+    "DEFAULT_STORE",
+    "FLAG_SETTINGS",
+    "config_from_args",
+    "register",
+    "store_url",
+]
 
 
 def register(subparsers: Any) -> argparse.ArgumentParser:
@@ -71,21 +56,28 @@ def register(subparsers: Any) -> argparse.ArgumentParser:
     commands = cloud.add_subparsers(dest="cloud_command", metavar="COMMAND", required=True)
 
     serve = commands.add_parser("serve", help="serve the sync API over HTTP (uvicorn)")
-    _common(serve)
-    serve.add_argument("--host", default="127.0.0.1")
-    serve.add_argument("--port", type=int, default=8765)
+    common(serve)
+    logging_flags(serve)
+    serve.add_argument("--host", default=None, help="default: $MEMSYNC_HOST or 127.0.0.1")
+    serve.add_argument("--port", type=int, default=None, help="default: $MEMSYNC_PORT or 8765")
+    serve.add_argument(
+        "--metrics",
+        action=argparse.BooleanOptionalAction,
+        default=None,
+        help="serve Prometheus metrics at /metrics (default: $MEMSYNC_METRICS or on)",
+    )
     limits = ServerLimits()
     serve.add_argument(
         "--header-timeout",
         type=float,
-        default=limits.header_timeout,
+        default=None,
         metavar="S",
         help=f"seconds a client has to send a request's head (default {limits.header_timeout:g})",
     )
     serve.add_argument(
         "--body-timeout",
         type=float,
-        default=limits.body_timeout,
+        default=None,
         metavar="S",
         help="seconds a request body may take to arrive "
         f"(default {limits.body_timeout:g}; 408 after)",
@@ -93,18 +85,18 @@ def register(subparsers: Any) -> argparse.ArgumentParser:
     serve.add_argument(
         "--keep-alive",
         type=float,
-        default=limits.keep_alive,
+        default=None,
         metavar="S",
         help=f"seconds an idle connection stays open (default {limits.keep_alive:g})",
     )
     serve.add_argument(
         "--max-connections",
         type=int,
-        default=limits.max_connections,
+        default=None,
         metavar="N",
         help=f"connections and requests at once; 503 beyond (default {limits.max_connections})",
     )
-    serve.add_argument("--backlog", type=int, default=limits.backlog, metavar="N",
+    serve.add_argument("--backlog", type=int, default=None, metavar="N",
                        help=f"listen backlog (default {limits.backlog})")  # fmt: skip
     serve.set_defaults(func=cmd_serve)
 
@@ -112,7 +104,8 @@ def register(subparsers: Any) -> argparse.ArgumentParser:
         "worker",
         help="run a consolidator worker (session-end job every few seconds, daily job)",
     )
-    _common(worker)
+    common(worker)
+    logging_flags(worker)
     worker.add_argument(
         "--worker-id",
         default=None,
@@ -124,21 +117,26 @@ def register(subparsers: Any) -> argparse.ArgumentParser:
     worker.add_argument(
         "--interval",
         type=float,
-        default=5.0,
-        help="seconds between session-end runs (default: %(default)s)",
+        default=None,
+        help="seconds between session-end runs (default: $MEMSYNC_WORKER_INTERVAL or 5)",
     )
     worker.add_argument(
-        "--daily-at", default="03:00", help="HH:MM (UTC) of the daily job (default: %(default)s)"
+        "--daily-at",
+        default=None,
+        help="HH:MM (UTC) of the daily job (default: $MEMSYNC_WORKER_DAILY_AT or 03:00)",
     )
     worker.add_argument(
         "--lease-seconds",
         type=float,
-        default=300.0,
+        default=None,
         help="how long a claimed item is this worker's before another may take it over "
-        "(default: %(default)s)",
+        "(default: $MEMSYNC_WORKER_LEASE_SECONDS or 300)",
     )
     worker.add_argument(
-        "--batch", type=int, default=20, help="items claimed at a time (default: %(default)s)"
+        "--batch",
+        type=int,
+        default=None,
+        help="items claimed at a time (default: $MEMSYNC_WORKER_BATCH or 20)",
     )
     worker.add_argument("--json", action="store_true", help="with --once: print JSON")
     worker.set_defaults(func=cmd_worker)
@@ -146,7 +144,7 @@ def register(subparsers: Any) -> argparse.ArgumentParser:
     add_user = commands.add_parser(
         "add-user", help="create a user's space and print a one-time enrollment code"
     )
-    _common(add_user)
+    common(add_user)
     add_user.add_argument("name")
     add_user.add_argument("--json", action="store_true", help="print JSON")
     add_user.set_defaults(func=cmd_add_user)
@@ -155,7 +153,7 @@ def register(subparsers: Any) -> argparse.ArgumentParser:
         "add-device",
         help="print a new one-time enrollment code for another device of a user",
     )
-    _common(add_device)
+    common(add_device)
     add_device.add_argument("--user", required=True, help="user name or space id")
     add_device.add_argument("--json", action="store_true", help="print JSON")
     add_device.set_defaults(func=cmd_add_device)
@@ -163,7 +161,7 @@ def register(subparsers: Any) -> argparse.ArgumentParser:
     pending = commands.add_parser(
         "pending", help="list forgotten records and the devices that have not confirmed"
     )
-    _common(pending)
+    common(pending)
     pending.add_argument("--user", required=True, help="user name or space id")
     pending.add_argument("--json", action="store_true", help="print JSON")
     pending.set_defaults(func=cmd_pending)
@@ -172,7 +170,7 @@ def register(subparsers: Any) -> argparse.ArgumentParser:
         "revoke-device",
         help="revoke a device: its credential is refused and it wipes its copy of the memory",
     )
-    _common(revoke)
+    common(revoke)
     revoke.add_argument("--user", required=True, help="user name or space id")
     revoke.add_argument("device_id")
     revoke.add_argument("--json", action="store_true", help="print JSON")
@@ -183,11 +181,12 @@ def register(subparsers: Any) -> argparse.ArgumentParser:
         help="compact a user's change feed: drop rows that carry nothing any more "
         "(devices behind the new floor rebuild with a resync)",
     )
-    _common(compact)
+    common(compact)
     compact.add_argument("--user", required=True, help="user name or space id")
     compact.add_argument("--json", action="store_true", help="print JSON")
     compact.set_defaults(func=cmd_compact)
     _register_end(commands)
+    register_ops(commands, common)
     return cloud
 
 
@@ -198,7 +197,7 @@ def _register_end(commands: Any) -> None:
         "account-status",
         help="whether a user's account ended, and which devices have not wiped their copy",
     )
-    _common(status)
+    common(status)
     status.add_argument("user", help="user name or space id (an ended account: its id)")
     status.add_argument("--json", action="store_true", help="print JSON")
     status.set_defaults(func=cmd_account_status)
@@ -207,7 +206,7 @@ def _register_end(commands: Any) -> None:
         "delete-account",
         help="end a user's account: every key of its memory is destroyed (cannot be undone)",
     )
-    _common(delete)
+    common(delete)
     delete.add_argument("user", help="user name or space id")
     delete.add_argument("--yes", action="store_true", help="required: this cannot be undone")
     delete.add_argument("--json", action="store_true", help="print JSON")
@@ -218,7 +217,7 @@ def _register_end(commands: Any) -> None:
         help="announce the service's shutdown for a date (or --cancel it); export stays "
         "open until --export-until, then every account ends",
     )
-    _common(close)
+    common(close)
     when = close.add_mutually_exclusive_group(required=True)
     when.add_argument("--on", help="when the service closes, ISO 8601 with a time zone")
     when.add_argument("--cancel", action="store_true", help="call off an announced closing")
@@ -231,7 +230,7 @@ def _register_end(commands: Any) -> None:
     service_status = commands.add_parser(
         "service-status", help="the service's region and whether it is closing"
     )
-    _common(service_status)
+    common(service_status)
     service_status.add_argument("--json", action="store_true", help="print JSON")
     service_status.set_defaults(func=cmd_service_status)
 
@@ -239,61 +238,42 @@ def _register_end(commands: Any) -> None:
         "enforce-closing",
         help="once the service is closed (after --export-until), end every account now",
     )
-    _common(enforce)
+    common(enforce)
     enforce.add_argument("--json", action="store_true", help="print JSON")
     enforce.set_defaults(func=cmd_enforce_closing)
-
-
-def _fail(exc: Exception) -> int:
-    print(f"memsync cloud: {exc}", file=sys.stderr)
-    return 1
-
-
-@contextmanager
-def _service(args: argparse.Namespace) -> Iterator[CloudService]:
-    """A service on the stores the arguments name, closed afterwards."""
-    service = CloudService(config_from_args(args))
-    try:
-        yield service
-    finally:
-        service.close()
 
 
 def cmd_serve(args: argparse.Namespace) -> int:
     import uvicorn
 
     from cloud.app import create_app
+    from cloud.logs import configure_logging
     from cloud.server import server_config
 
     try:
-        limits = ServerLimits(
-            header_timeout=args.header_timeout,
-            body_timeout=args.body_timeout,
-            keep_alive=args.keep_alive,
-            max_connections=args.max_connections,
-            backlog=args.backlog,
+        settings = settings_from_args(args)
+        configure_logging(settings.log_format, settings.log_level)
+        token = settings.metrics_token
+        app = create_app(
+            replace(
+                settings.cloud_config(),
+                metrics=settings.metrics,
+                metrics_token=None if token is None else token.get_secret_value(),
+            )
         )
-    except ValueError as exc:
-        print(f"memsync cloud serve: {exc}", file=sys.stderr)
-        return 2
-    try:
-        app = create_app(replace(config_from_args(args), body_timeout=limits.body_timeout))
     except CloudError as exc:
-        return _fail(exc)
-    config = server_config(app, limits, host=args.host, port=args.port, log_level="info")
+        return fail(exc)
+    config = server_config(
+        app,
+        settings.limits(),
+        host=settings.host,
+        port=settings.port,
+        log_level=settings.log_level,
+        log_config=None,  # cloud.logs formats every logger, uvicorn's too
+        access_log=False,  # cloud.telemetry logs each request once, by route template
+    )
     uvicorn.Server(config).run()
     return 0
-
-
-def _daily_at(value: str) -> tuple[int, int]:
-    hour, _, minute = value.partition(":")
-    try:
-        at = (int(hour), int(minute))
-    except ValueError:
-        at = (-1, -1)
-    if not (0 <= at[0] < 24 and 0 <= at[1] < 60):
-        raise ValueError(f"--daily-at {value!r}: expected HH:MM, 00:00 to 23:59")
-    return at
 
 
 def cmd_worker(args: argparse.Namespace) -> int:
@@ -306,36 +286,37 @@ def cmd_worker(args: argparse.Namespace) -> int:
     stop = None if args.once else StopSignals()
     from cloud.consolidator.scheduler import crash_hook, run_forever, run_once
     from cloud.consolidator.worker import Consolidator
+    from cloud.logs import configure_logging
 
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s")
-    logging.getLogger("apscheduler").setLevel(logging.WARNING)
-    worker_id = args.worker_id or f"{socket.gethostname()}:{os.getpid()}"
+    try:
+        settings = settings_from_args(args)
+        fault = crash_hook()
+    except (ValueError, CloudError) as exc:  # the crash hook's value, or a setting
+        return fail(exc)
+    configure_logging(settings.log_format, settings.log_level)
+    worker_id = settings.worker_id or f"{socket.gethostname()}:{os.getpid()}"
     log = logging.getLogger("memsync.consolidator")
     log.info("worker %s: starting", worker_id)
     try:
-        daily_at = _daily_at(args.daily_at)
-        if args.interval <= 0 or args.lease_seconds <= 0 or args.batch < 1:
-            raise ValueError("--interval, --lease-seconds and --batch must be positive")
-        fault = crash_hook()
-    except ValueError as exc:
-        return _fail(exc)
-    try:
-        with _service(args) as service:
+        with service_of(args, settings) as service:
             consolidator = Consolidator(
                 service,
                 worker_id=worker_id,
-                lease_seconds=args.lease_seconds,
-                batch=args.batch,
+                lease_seconds=settings.worker_lease_seconds,
+                batch=settings.worker_batch,
                 fault=fault,
             )
             if stop is not None:
                 run_forever(
-                    consolidator, stop, session_end_seconds=args.interval, daily_at=daily_at
+                    consolidator,
+                    stop,
+                    session_end_seconds=settings.worker_interval,
+                    daily_at=settings.daily_at(),
                 )
                 return 0
             report = run_once(consolidator)
     except CloudError as exc:
-        return _fail(exc)
+        return fail(exc)
     if args.json:
         jobs = {"session_end": report.session_end, "daily": report.daily}
         print(
@@ -364,10 +345,10 @@ def cmd_worker(args: argparse.Namespace) -> int:
 
 def cmd_add_user(args: argparse.Namespace) -> int:
     try:
-        with _service(args) as service:
+        with service_of(args) as service:
             space_id, code = service.add_user(args.name)
     except CloudError as exc:
-        return _fail(exc)
+        return fail(exc)
     if args.json:
         print(json.dumps({"user": args.name, "space_id": space_id, "enrollment_code": code}))
     else:
@@ -379,11 +360,11 @@ def cmd_add_user(args: argparse.Namespace) -> int:
 
 def cmd_add_device(args: argparse.Namespace) -> int:
     try:
-        with _service(args) as service:
+        with service_of(args) as service:
             space_id = service.find_space(args.user)
             code = service.new_enrollment_code(space_id)
     except CloudError as exc:
-        return _fail(exc)
+        return fail(exc)
     if args.json:
         print(json.dumps({"user": args.user, "space_id": space_id, "enrollment_code": code}))
     else:
@@ -393,11 +374,11 @@ def cmd_add_device(args: argparse.Namespace) -> int:
 
 def cmd_revoke_device(args: argparse.Namespace) -> int:
     try:
-        with _service(args) as service:
+        with service_of(args) as service:
             space_id = service.find_space(args.user)
             service.revoke_device(space_id, args.device_id)
     except CloudError as exc:
-        return _fail(exc)
+        return fail(exc)
     if args.json:
         print(json.dumps({"space_id": space_id, "revoked": args.device_id}))
     else:
@@ -410,12 +391,12 @@ def cmd_revoke_device(args: argparse.Namespace) -> int:
 
 def cmd_pending(args: argparse.Namespace) -> int:
     try:
-        with _service(args) as service:
+        with service_of(args) as service:
             space_id = service.find_space(args.user)
             response = service.pending(space_id)
             revoked = {d.device_id for d in service.devices(space_id).devices if d.revoked_at}
     except CloudError as exc:
-        return _fail(exc)
+        return fail(exc)
     waiting = [f for f in response.forgets if f.pending]
     if args.json:
         print(
@@ -449,11 +430,11 @@ def cmd_pending(args: argparse.Namespace) -> int:
 
 def cmd_compact(args: argparse.Namespace) -> int:
     try:
-        with _service(args) as service:
+        with service_of(args) as service:
             space_id = service.find_space(args.user)
             report = service.compact(space_id)
     except CloudError as exc:
-        return _fail(exc)
+        return fail(exc)
     if args.json:
         print(
             json.dumps(
@@ -512,11 +493,11 @@ def _print_end(end: AccountEnd) -> None:
 
 def cmd_account_status(args: argparse.Namespace) -> int:
     try:
-        with _service(args) as service:
+        with service_of(args) as service:
             space_id = service.find_space(args.user)
             end = service.account_status(space_id)
     except CloudError as exc:
-        return _fail(exc)
+        return fail(exc)
     if end is None:
         if args.json:
             print(json.dumps({"space_id": space_id, "ended": False}))
@@ -532,13 +513,13 @@ def cmd_account_status(args: argparse.Namespace) -> int:
 
 def cmd_delete_account(args: argparse.Namespace) -> int:
     try:
-        with _service(args) as service:
+        with service_of(args) as service:
             space_id = service.find_space(args.user)
             if not args.yes:
                 with service.store.session() as s:
                     records = len(s.live_records(space_id))
                     devices = len(s.pending_devices(space_id))
-                return _fail(
+                return fail(
                     CloudError(
                         f"deleting the account {args.user} ({space_id}) destroys every key of "
                         f"its memory ({records} record(s) in use, every episode and derived "
@@ -548,7 +529,7 @@ def cmd_delete_account(args: argparse.Namespace) -> int:
                 )
             end = service.end_space(space_id, EndReason.DELETED)
     except CloudError as exc:
-        return _fail(exc)
+        return fail(exc)
     if args.json:
         print(json.dumps(_end_json(end)))
     else:
@@ -587,15 +568,15 @@ def cmd_close(args: argparse.Namespace) -> int:
         if args.cancel and export_until is not None:
             raise ValueError("--export-until goes with --on, not with --cancel")
     except ValueError as exc:
-        return _fail(exc)
+        return fail(exc)
     try:
-        with _service(args) as service:
+        with service_of(args) as service:
             if closes_at is None:
                 status = service.cancel_closing()
             else:
                 status = service.announce_closing(closes_at, export_until)
     except CloudError as exc:
-        return _fail(exc)
+        return fail(exc)
     if args.json:
         print(status.model_dump_json())
         return 0
@@ -612,10 +593,10 @@ def cmd_close(args: argparse.Namespace) -> int:
 
 def cmd_service_status(args: argparse.Namespace) -> int:
     try:
-        with _service(args) as service:
+        with service_of(args) as service:
             status = service.service_status()
     except CloudError as exc:
-        return _fail(exc)
+        return fail(exc)
     if args.json:
         print(status.model_dump_json())
     else:
@@ -626,13 +607,13 @@ def cmd_service_status(args: argparse.Namespace) -> int:
 def cmd_enforce_closing(args: argparse.Namespace) -> int:
     try:
         # a service ends every account at start-up once closed; this runs it again
-        with _service(args) as service:
+        with service_of(args) as service:
             service.enforce_closing()
             status = service.service_status()
             with service.store.session() as s:
                 left = len(s.space_ids())
     except CloudError as exc:
-        return _fail(exc)
+        return fail(exc)
     if args.json:
         print(json.dumps({"mode": status.mode.value, "open_accounts": left}))
         return 0

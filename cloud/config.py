@@ -1,8 +1,8 @@
 """Configuration of one cloud process.
 
-Invariant: the clock, the randomness and waiting (``sleep``) are injected here and used
-everywhere in the cloud; no logic reads ``datetime.now()`` or ``os.urandom`` or calls
-``time.sleep`` directly.
+Invariant: the clock, the randomness, request timing and waiting (``sleep``) are
+injected here and used everywhere in the cloud; no logic reads ``datetime.now()`` or
+``os.urandom`` or calls ``time.sleep`` directly.
 """
 
 from __future__ import annotations
@@ -25,6 +25,11 @@ def utc_now() -> datetime:
     return datetime.now(UTC)
 
 
+def new_request_id() -> str:
+    """The default request id: 16 random bytes in hex (the default, like ``random_bytes``)."""
+    return os.urandom(16).hex()
+
+
 @dataclass(frozen=True)
 class CloudConfig:
     """Where the cloud keeps its data, and where its time and randomness come from.
@@ -45,6 +50,9 @@ class CloudConfig:
     ``indexing`` is how search indexing runs after a push commits (``cloud.indexer``):
     ``background`` (a thread of this process) or ``manual`` (only the worker's reindex
     job and explicit ``CloudService.index_pending`` calls; tests drive it).
+    ``metrics`` serves Prometheus metrics at ``/metrics`` (``cloud.telemetry``), behind
+    ``Authorization: Bearer <metrics_token>`` when a token is set; ``request_id`` makes
+    the id of a request that brought none, ``timer`` (seconds, monotonic) times requests.
     """
 
     store_url: str
@@ -60,6 +68,10 @@ class CloudConfig:
     region: str = "default"
     body_timeout: float = 30.0  # seconds a request body may take to arrive (408 after)
     indexing: IndexingMode = "background"
+    metrics: bool = True
+    metrics_token: str | None = field(default=None, repr=False)
+    request_id: Callable[[], str] = new_request_id
+    timer: Callable[[], float] = time.perf_counter
 
     def __post_init__(self) -> None:
         check_range(self.supported_versions)

@@ -242,3 +242,19 @@ class SensitivityModelMissing(CloudError):
             f"the cloud's sensitivity classifier is missing: {path} not found; run `make model` "
             "to build it (or set MEMSYNC_SENSITIVITY_DIR to a folder holding model.json)"
         )
+
+
+class StoreUnreachable(StoreError):
+    """The record store cannot be opened: the server is unreachable, the database does
+    not exist, or the login is refused. One line names the URL (password masked) and the
+    reason; the CLI exits 2 on it, with no traceback."""
+
+    def __init__(self, shown_url: str, reason: str) -> None:
+        self.shown_url = shown_url
+        self.reason = reason
+        super().__init__(f"the record store {shown_url} cannot be opened: {reason}")
+
+
+class SettingsError(CloudError):
+    """A setting (flag, environment variable or settings file) has a bad value: the
+    message names the setting, its environment variable, the value and the reason."""

@@ -60,10 +60,12 @@ from cloud.store.migrations import (
     migrate,
     refuse_newer,
 )
+from cloud.store.reach import first_connect
 from cloud.store.search import SearchQueries
 from cloud.store.sql_end import EndQueries, may_hold_copies
 from cloud.store.sql_export import ExportQueries
 from cloud.store.sql_memory import MemoryQueries, chunks
+from cloud.store.sql_ops import OperatorQueries
 from cloud.store.sql_subset import SubsetQueries
 from cloud.store.sql_work import WorkQueries
 
@@ -131,6 +133,7 @@ class SqlStore:
         self.url = url
         self._engine = make_engine(url)
         try:
+            first_connect(self._engine, self.shown_url)
             self.migrations_applied = migrate(self._engine, clock, self.shown_url)
         except BaseException:
             self._engine.dispose()
@@ -229,7 +232,13 @@ class SqlStore:
 
 
 class SqlSession(
-    MemoryQueries, SearchQueries, WorkQueries, ExportQueries, EndQueries, SubsetQueries
+    MemoryQueries,
+    SearchQueries,
+    WorkQueries,
+    ExportQueries,
+    EndQueries,
+    SubsetQueries,
+    OperatorQueries,
 ):
     """One transaction. Every method is scoped to the space it is handed."""
 
