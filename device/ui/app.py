@@ -37,7 +37,6 @@ Invariants:
 from __future__ import annotations
 
 import hmac
-import re
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
@@ -58,6 +57,7 @@ from device.errors import (
 )
 from device.importing import ORIGIN_THIS_ACCOUNT, looks_like_package
 from device.subset import describe as describe_subset
+from device.ui.bulk import run_each, selected, sentence, snippet
 from device.ui.forms import Upload, read_form
 from device.ui.guard import (
     COOKIE,
@@ -69,12 +69,13 @@ from device.ui.guard import (
     local_path,
     same_origin,
 )
-from device.ui.presenting import STATES, day_of, grouped, held_because, shown
+from device.ui.labels import CONTENT_TYPE, LIFE_AREA, SENSITIVITY
+from device.ui.presenting import STATES, Shown, grouped, held_because, shown, version_lines
 from device.ui.rendering import TEMPLATES, page
 from device.views import RecordView
 from protocol.errors import ProtocolError
 from protocol.ids import is_id
-from protocol.model import ContentType, LifeArea, LifecycleState
+from protocol.model import Layer, LifeArea, LifecycleState, Sensitivity
 from protocol.subset import SubsetBudget, SubsetPolicy, SubsetRules
 
 FORGOTTEN_SENTENCE = "Permanently forgotten; it cannot be brought back."
@@ -182,6 +183,13 @@ def create_app(
             f"/records/{record_id[:80]}", f"record {record_id[:80]} is not held here", status=404
         )
 
+    def show(view: RecordView) -> Shown:
+        """A record as a page shows it, dated from its first version."""
+        first = None
+        if len(view.versions) > 1 and not view.is_skeleton:
+            first = agent.record_history(view.record_id)[0].recorded_at
+        return shown(view, first_recorded_at=first)
+
     def act(request: Request, target: str, run: Callable[[], Any]) -> RedirectResponse:
         """Run one agent write; the flash says what its receipt says, or why not."""
         try:
@@ -223,16 +231,16 @@ def create_app(
             live = [v for v in live if v.lifecycle == state]
         if type:
             live = [v for v in live if v.content_type == type]
-        skeletons = [] if query else [shown(v) for v in every if v.is_skeleton]
+        skeletons = [] if query else [show(v) for v in every if v.is_skeleton]
         return render(
             request,
             "memory.html",
             title="What do you know about me?",
-            groups=grouped(shown(v) for v in live),
+            groups=grouped(show(v) for v in live),
             skeletons=skeletons,
-            areas=[a.value for a in LifeArea],
+            areas=list(LIFE_AREA.items()),
             states=STATES,
-            types=[t.value for t in ContentType],
+            types=list(CONTENT_TYPE.items()),
             chosen={"area": area, "state": state, "type": type, "q": q},
             searched=bool(query),
         )
@@ -242,37 +250,17 @@ def create_app(
         view = record_or_404(record_id)
         if view.is_skeleton:
             return RedirectResponse(f"/records/{record_id}/forgotten", status_code=303)
-        versions = []
-        history = agent.record_history(record_id)
-        for i, v in enumerate(history):
-            later = history[i + 1] if i + 1 < len(history) else None
-            if v.current:
-                versions.append(
-                    f"Version {v.version} (current), recorded on {day_of(v.recorded_at)}"
-                )
-            elif later is not None and v.text is not None and v.text == later.text:
-                # the same words: a confirmation, an accepted rule, a change of state
-                versions.append(
-                    f"Version {v.version}: on {day_of(later.recorded_at)} it became version "
-                    f"{later.version} with the same words (confirmed, accepted or changed "
-                    "state); it is no longer active."
-                )
-            else:
-                day = day_of(_corrected_on(v.note)) or day_of(v.recorded_at)
-                versions.append(
-                    f"Version {v.version}: Corrected on {day}. "
-                    "Your correction was committed; the previous version is no longer active."
-                )
+        versions = version_lines(agent.record_history(record_id))
         projects = sorted({v.project for v in views() if v.project})
         return render(
             request,
             "record.html",
             title="How do you know this?",
-            record=shown(view),
+            record=show(view),
             explanation=agent.explain(record_id),
             sources=agent.sources(record_id),
             versions=versions,
-            areas=[a.value for a in LifeArea],
+            areas=list(LIFE_AREA.items()),
             projects=projects,
             restriction=view.usage_restriction,
             held_because=held_because(agent.held_because(record_id)),
@@ -283,7 +271,7 @@ def create_app(
         view = record_or_404(record_id)
         if view.is_skeleton:
             return RedirectResponse(f"/records/{record_id}/forgotten", status_code=303)
-        return render(request, "forget.html", title="Forget permanently?", record=shown(view))
+        return render(request, "forget.html", title="Forget permanently?", record=show(view))
 
     @app.get("/records/{record_id}/forgotten")
     async def forgotten(request: Request, record_id: str) -> Response:
@@ -305,24 +293,30 @@ def create_app(
             request,
             "learned.html",
             title="Recently learned",
-            records=[shown(v) for v in agent.recently_learned()],
+            records=[show(v) for v in agent.recently_learned()],
         )
 
     @app.get("/candidates")
-    async def candidates(request: Request) -> Response:
-        waiting = [(shown(v), agent.explain(v.record_id)) for v in agent.waiting_for_confirmation()]
-        return render(request, "candidates.html", title="Waiting for confirmation", waiting=waiting)
+    async def candidates(request: Request, select: str = "") -> Response:
+        waiting = [(show(v), agent.explain(v.record_id)) for v in agent.waiting_for_confirmation()]
+        return render(
+            request,
+            "candidates.html",
+            title="Waiting for confirmation",
+            waiting=waiting,
+            select_all=select == "all",
+        )
 
     @app.get("/rules")
     async def rules(request: Request) -> Response:
         every = agent.rules()
         proposed = [
-            (shown(v), agent.explain(v.record_id))
+            (show(v), agent.explain(v.record_id))
             for v in every
             if v.lifecycle == LifecycleState.CANDIDATE.value
         ]
-        accepted = [shown(v) for v in every if v.lifecycle == LifecycleState.ACTIVE.value]
-        rejected = [shown(v) for v in every if v.lifecycle == LifecycleState.NOT_IN_USE.value]
+        accepted = [show(v) for v in every if v.lifecycle == LifecycleState.ACTIVE.value]
+        rejected = [show(v) for v in every if v.lifecycle == LifecycleState.NOT_IN_USE.value]
         return render(
             request,
             "rules.html",
@@ -371,6 +365,9 @@ def create_app(
             pending=pending,
             subset_lines=subset_lines,
             subset_policy=subset_policy,
+            device_only=[
+                (c.value, SENSITIVITY[c]) for c in Sensitivity if c in agent.device_only_classes()
+            ],
         )
 
     # --- actions -------------------------------------------------------------------
@@ -476,7 +473,8 @@ def create_app(
     @app.post("/records/{record_id}/use-again")
     async def use_again(request: Request, record_id: str) -> Response:
         record_or_404(record_id)
-        return act(request, f"/records/{record_id}", lambda: agent.use_again(record_id))
+        target = local_path(form(request).get("next"), f"/records/{record_id}")
+        return act(request, target, lambda: agent.use_again(record_id))
 
     @app.post("/records/{record_id}/restrict")
     async def restrict(request: Request, record_id: str) -> Response:
@@ -548,7 +546,7 @@ def create_app(
             request,
             "confirm.html",
             title="Before you confirm",
-            record=shown(view),
+            record=show(view),
             candidate=view.lifecycle == LifecycleState.CANDIDATE.value,
             button=button if view.confirm_warning is not None else "Confirm",
             step=SECOND_STEP if view.confirm_warning is not None else "",
@@ -563,6 +561,43 @@ def create_app(
     async def reject_rule(request: Request, record_id: str) -> Response:
         record_or_404(record_id)
         return act(request, "/rules", lambda: agent.reject_rule(record_id))
+
+    @app.post("/rules/{record_id}/undo")
+    async def undo_rule(request: Request, record_id: str) -> Response:
+        """Undo an accepted rule: it no longer takes effect (``reject_rule``: kept, not
+        in use; "Use again" brings it back)."""
+        view = record_or_404(record_id)
+        if view.layer != Layer.BEHAVIOUR_RULE.value or view.lifecycle != "active":
+            return back(
+                request, "/rules", f"Not done: {record_id} is not an accepted behaviour rule."
+            )
+        try:
+            result = agent.reject_rule(record_id)
+        except (DeviceError, ProtocolError, ValueError) as exc:
+            return back(request, "/rules", f"Not done: {exc}")
+        return back(
+            request,
+            "/rules",
+            f"Undone: the rule {snippet(view.text)} ({record_id}) no longer takes effect. "
+            + (result.message or ""),
+        )
+
+    @app.post("/candidates/bulk")
+    async def bulk(request: Request) -> Response:
+        """Confirm or reject the ticked waiting items, each on its own (best effort)."""
+        fields = form(request)
+        action = fields.get("action")
+        if action not in ("confirm", "reject"):
+            return back(request, "/candidates", f"Not done: no such action {str(action)[:40]!r}.")
+        ids = selected(fields)
+        waiting = {v.record_id: v for v in agent.waiting_for_confirmation()}
+        if action == "confirm":
+            outcome = run_each(ids, waiting, agent.confirm, two_step=True)
+            text = sentence(outcome, "Confirmed", "Not confirmed", len(ids))
+        else:
+            outcome = run_each(ids, waiting, agent.dont_use, two_step=False)
+            text = sentence(outcome, "Rejected", "Not rejected", len(ids))
+        return back(request, "/candidates", text)
 
     @app.post("/temporary")
     async def temporary(request: Request) -> Response:
@@ -633,11 +668,6 @@ def create_app(
 def _warned_key(view: RecordView) -> str:
     """Which record, at which version, a confirmation warning was shown for."""
     return f"{view.record_id}@{view.version}"
-
-
-def _corrected_on(note: str) -> str | None:
-    match = re.search(r"corrected on (\d{4}-\d{2}-\d{2})", note)
-    return match.group(1) if match else None
 
 
 def _pending_lines(agent: DeviceAgent, view: RecordView) -> Sequence[str]:
