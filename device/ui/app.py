@@ -1,6 +1,8 @@
 """The inspector's FastAPI app: server-rendered pages over one ``DeviceAgent`` (the
 checks are ``device.ui.guard``, forms ``device.ui.forms``, record lines
-``device.ui.presenting``, templates ``device.ui.rendering``).
+``device.ui.presenting``, words for enum values ``device.ui.labels``, bulk actions
+``device.ui.bulk``, the cloud's side of Settings ``device.ui.settings``, templates
+``device.ui.rendering``).
 
 Invariants:
 - Every request passes three checks, in this order, before any page or agent call:
@@ -32,12 +34,16 @@ Invariants:
   there (``step=second``, same CSRF and origin checks) confirms.
 - Session ids and CSRF tokens come from the injected randomness; tokens are compared
   in constant time.
+- No page shows a raw enum value as text: badges, filters and details use
+  ``device.ui.labels`` and keep the raw value in ``data-value``/``title``.
+- Undo of an accepted rule and each item of a bulk action go through the agent's
+  ordinary write path (``reject_rule``, ``confirm``, ``dont_use``): one local op each.
 """
 
 from __future__ import annotations
 
 import hmac
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlencode
@@ -53,10 +59,8 @@ from device.errors import (
     NotEnrolled,
     Offline,
     ServerError,
-    UnknownRecord,
 )
 from device.importing import ORIGIN_THIS_ACCOUNT, looks_like_package
-from device.subset import describe as describe_subset
 from device.ui.bulk import run_each, selected, sentence, snippet
 from device.ui.forms import Upload, read_form
 from device.ui.guard import (
@@ -69,18 +73,17 @@ from device.ui.guard import (
     local_path,
     same_origin,
 )
-from device.ui.labels import CONTENT_TYPE, LIFE_AREA, SENSITIVITY
+from device.ui.labels import CONTENT_TYPE, LIFE_AREA
 from device.ui.presenting import STATES, Shown, grouped, held_because, shown, version_lines
 from device.ui.rendering import TEMPLATES, page
+from device.ui.settings import CLOUD_UNREACHABLE, NOT_YET_SENT, pending_lines, settings_of, synced
 from device.views import RecordView
 from protocol.errors import ProtocolError
 from protocol.ids import is_id
-from protocol.model import Layer, LifeArea, LifecycleState, Sensitivity
+from protocol.model import Layer, LifeArea, LifecycleState
 from protocol.subset import SubsetBudget, SubsetPolicy, SubsetRules
 
 FORGOTTEN_SENTENCE = "Permanently forgotten; it cannot be brought back."
-NOT_YET_SENT = "Not yet sent: this device is offline; the forget is queued"
-CLOUD_UNREACHABLE = "The cloud could not be reached; everything on this device still works."
 SEARCH_LIMIT = 50
 SECOND_STEP = "second"
 NOT_YET_CONFIRMED = (
@@ -284,7 +287,7 @@ def create_app(
             title="Permanently forgotten",
             record_id=record_id,
             sentence=FORGOTTEN_SENTENCE,
-            pending=_pending_lines(agent, view),
+            pending=pending_lines(agent, view),
         )
 
     @app.get("/learned")
@@ -328,47 +331,7 @@ def create_app(
 
     @app.get("/settings")
     async def settings(request: Request) -> Response:
-        devices: list[Any] = []
-        devices_note = None
-        pending: list[str] = []
-        try:
-            devices = agent.devices()
-            pending = [
-                f"{f.record_id or 'episodes of all memory'} (forgotten on "
-                f"{f.forgotten_at.date().isoformat()}): still on "
-                + ", ".join(d.device_name for d in f.pending)
-                for f in agent.pending_forgets()
-                if f.pending
-            ]
-        except (Offline, ServerError):
-            devices_note = "The cloud could not be reached, so the devices are not known now."
-        except (NotEnrolled, NoCloud):
-            devices_note = "This device is not enrolled with a cloud; it works on its own."
-        subset_policy: SubsetPolicy | None = None
-        if devices_note is None:
-            try:
-                view = agent.subset()
-                subset_lines = describe_subset(view).split("\n")
-                subset_policy = view.policy
-            except (Offline, ServerError, NotEnrolled, NoCloud):
-                subset_lines = [CLOUD_UNREACHABLE]
-        else:
-            subset_lines = [devices_note]
-        return render(
-            request,
-            "settings.html",
-            title="Devices and settings",
-            temporary=agent.temporary_mode,
-            devices=devices,
-            this_device=agent.device_id,
-            devices_note=devices_note,
-            pending=pending,
-            subset_lines=subset_lines,
-            subset_policy=subset_policy,
-            device_only=[
-                (c.value, SENSITIVITY[c]) for c in Sensitivity if c in agent.device_only_classes()
-            ],
-        )
+        return render(request, "settings.html", title="Devices and settings", **settings_of(agent))
 
     # --- actions -------------------------------------------------------------------
 
@@ -381,16 +344,7 @@ def create_app(
             return back(request, target, CLOUD_UNREACHABLE)
         except (DeviceError, ProtocolError) as exc:
             return back(request, target, f"Not synced: {exc}")
-        text = (
-            f"Synced: pushed {report.pushed} change(s) (applied {report.applied}, "
-            f"refused {len(report.refused)}), pulled {report.pulled}, "
-            f"forgot {len(report.shredded)} on this device."
-        )
-        if report.entered or report.left:
-            text += (
-                f" {len(report.entered)} record(s) came to this device and "
-                f"{len(report.left)} left it (they are still in the cloud)."
-            )
+        text = synced(report)
         return back(request, target, text)
 
     def online(request: Request, target: str, run: Callable[[], Any], done: str) -> Response:
@@ -668,19 +622,3 @@ def create_app(
 def _warned_key(view: RecordView) -> str:
     """Which record, at which version, a confirmation warning was shown for."""
     return f"{view.record_id}@{view.version}"
-
-
-def _pending_lines(agent: DeviceAgent, view: RecordView) -> Sequence[str]:
-    """Which devices still hold keys of the forgotten record (the cloud's word)."""
-    if view.sync_state == "pending":
-        return [NOT_YET_SENT]
-    try:
-        forgets = agent.pending_forgets()
-    except (Offline, ServerError, NotEnrolled, NoCloud):
-        return [NOT_YET_SENT]
-    except UnknownRecord:  # pragma: no cover - the cloud names records it held
-        return []
-    for status in forgets:
-        if status.record_id == view.record_id and status.pending:
-            return [f"{d.device_name} ({d.device_id}): not confirmed yet" for d in status.pending]
-    return ["Every device has confirmed: no device still holds its keys."]
