@@ -5,7 +5,7 @@ a sync's sentence.
 Invariants: the cloud being unreachable, or no cloud at all, is said in words and
 never stops a page (everything on the device keeps working offline); the device-only
 classes are listed from the device's own store, in words (``device.ui.labels``), in
-the order of ``Sensitivity``.
+the order of ``Sensitivity``; the subset's classes and areas are in words too.
 """
 
 from __future__ import annotations
@@ -16,10 +16,10 @@ from typing import Any
 from device.agent import DeviceAgent
 from device.errors import NoCloud, NotEnrolled, Offline, ServerError, UnknownRecord
 from device.subset import describe as describe_subset
-from device.ui.labels import SENSITIVITY
+from device.ui.labels import HELD_BECAUSE, LIFE_AREA, SENSITIVITY
 from device.views import RecordView, SyncReport
 from protocol.model import Sensitivity
-from protocol.subset import SubsetPolicy
+from protocol.subset import SubsetPolicy, SubsetView
 
 NOT_YET_SENT = "Not yet sent: this device is offline; the forget is queued"
 CLOUD_UNREACHABLE = "The cloud could not be reached; everything on this device still works."
@@ -47,7 +47,7 @@ def settings_of(agent: DeviceAgent) -> dict[str, Any]:
     if devices_note is None:
         try:
             view = agent.subset()
-            subset_lines = describe_subset(view).split("\n")
+            subset_lines = subset_in_words(view)
             subset_policy = view.policy
         except (Offline, ServerError, NotEnrolled, NoCloud):
             subset_lines = [CLOUD_UNREACHABLE]
@@ -64,6 +64,25 @@ def settings_of(agent: DeviceAgent) -> dict[str, Any]:
         "subset_policy": subset_policy,
         "device_only": [(c.value, SENSITIVITY[c]) for c in Sensitivity if c in kept],
     }
+
+
+def subset_in_words(view: SubsetView) -> list[str]:
+    """``device.subset.describe``'s lines, with each class and area in words."""
+    classes = {
+        f"  {entry.reason.value.replace('_', ' ')}: {entry.records}": (
+            f"{entry.records} record(s) kept because {HELD_BECAUSE[entry.reason]}"
+        )
+        for entry in view.by_reason
+    }
+    areas = view.policy.rules.areas
+    lines = []
+    for line in describe_subset(view).split("\n"):
+        if line in classes:
+            line = classes[line]
+        elif line.startswith("For areas: ") and areas:
+            line = "For areas: " + ", ".join(LIFE_AREA[a] for a in areas)
+        lines.append(line)
+    return lines
 
 
 def synced(report: SyncReport) -> str:
