@@ -1,6 +1,8 @@
 """The inspector's FastAPI app: server-rendered pages over one ``DeviceAgent`` (the
 checks are ``device.ui.guard``, forms ``device.ui.forms``, record lines
-``device.ui.presenting``, templates ``device.ui.rendering``).
+``device.ui.presenting``, words for enum values ``device.ui.labels``, bulk actions
+``device.ui.bulk``, the cloud's side of Settings ``device.ui.settings``, templates
+``device.ui.rendering``).
 
 Invariants:
 - Every request passes three checks, in this order, before any page or agent call:
@@ -32,13 +34,16 @@ Invariants:
   there (``step=second``, same CSRF and origin checks) confirms.
 - Session ids and CSRF tokens come from the injected randomness; tokens are compared
   in constant time.
+- No page shows a raw enum value as text: badges, filters and details use
+  ``device.ui.labels`` and keep the raw value in ``data-value``/``title``.
+- Undo of an accepted rule and each item of a bulk action go through the agent's
+  ordinary write path (``reject_rule``, ``confirm``, ``dont_use``): one local op each.
 """
 
 from __future__ import annotations
 
 import hmac
-import re
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlencode
@@ -54,11 +59,9 @@ from device.errors import (
     NotEnrolled,
     Offline,
     ServerError,
-    UnknownRecord,
 )
 from device.importing import ORIGIN_THIS_ACCOUNT, looks_like_package
-from device.subset import describe as describe_subset
-from device.sync_state import SyncState
+from device.ui.bulk import run_each, selected, sentence, snippet
 from device.ui.forms import Upload, read_form
 from device.ui.guard import (
     COOKIE,
@@ -70,17 +73,17 @@ from device.ui.guard import (
     local_path,
     same_origin,
 )
-from device.ui.presenting import STATES, day_of, grouped, held_because, shown
+from device.ui.labels import CONTENT_TYPE, LIFE_AREA
+from device.ui.presenting import STATES, Shown, grouped, held_because, shown, version_lines
 from device.ui.rendering import TEMPLATES, page
+from device.ui.settings import CLOUD_UNREACHABLE, NOT_YET_SENT, pending_lines, settings_of, synced
 from device.views import RecordView
 from protocol.errors import ProtocolError
 from protocol.ids import is_id
-from protocol.model import ContentType, LifeArea, LifecycleState
+from protocol.model import Layer, LifeArea, LifecycleState
 from protocol.subset import SubsetBudget, SubsetPolicy, SubsetRules
 
 FORGOTTEN_SENTENCE = "Permanently forgotten; it cannot be brought back."
-NOT_YET_SENT = "Not yet sent: this device is offline; the forget is queued"
-CLOUD_UNREACHABLE = "The cloud could not be reached; everything on this device still works."
 SEARCH_LIMIT = 50
 SECOND_STEP = "second"
 NOT_YET_CONFIRMED = (
@@ -183,6 +186,13 @@ def create_app(
             f"/records/{record_id[:80]}", f"record {record_id[:80]} is not held here", status=404
         )
 
+    def show(view: RecordView) -> Shown:
+        """A record as a page shows it, dated from its first version."""
+        first = None
+        if len(view.versions) > 1 and not view.is_skeleton:
+            first = agent.record_history(view.record_id)[0].recorded_at
+        return shown(view, first_recorded_at=first)
+
     def act(request: Request, target: str, run: Callable[[], Any]) -> RedirectResponse:
         """Run one agent write; the flash says what its receipt says, or why not."""
         try:
@@ -224,16 +234,16 @@ def create_app(
             live = [v for v in live if v.lifecycle == state]
         if type:
             live = [v for v in live if v.content_type == type]
-        skeletons = [] if query else [shown(v) for v in every if v.is_skeleton]
+        skeletons = [] if query else [show(v) for v in every if v.is_skeleton]
         return render(
             request,
             "memory.html",
             title="What do you know about me?",
-            groups=grouped(shown(v) for v in live),
+            groups=grouped(show(v) for v in live),
             skeletons=skeletons,
-            areas=[a.value for a in LifeArea],
+            areas=list(LIFE_AREA.items()),
             states=STATES,
-            types=[t.value for t in ContentType],
+            types=list(CONTENT_TYPE.items()),
             chosen={"area": area, "state": state, "type": type, "q": q},
             searched=bool(query),
         )
@@ -243,37 +253,17 @@ def create_app(
         view = record_or_404(record_id)
         if view.is_skeleton:
             return RedirectResponse(f"/records/{record_id}/forgotten", status_code=303)
-        versions = []
-        history = agent.record_history(record_id)
-        for i, v in enumerate(history):
-            later = history[i + 1] if i + 1 < len(history) else None
-            if v.current:
-                versions.append(
-                    f"Version {v.version} (current), recorded on {day_of(v.recorded_at)}"
-                )
-            elif later is not None and v.text is not None and v.text == later.text:
-                # the same words: a confirmation, an accepted rule, a change of state
-                versions.append(
-                    f"Version {v.version}: on {day_of(later.recorded_at)} it became version "
-                    f"{later.version} with the same words (confirmed, accepted or changed "
-                    "state); it is no longer active."
-                )
-            else:
-                day = day_of(_corrected_on(v.note)) or day_of(v.recorded_at)
-                versions.append(
-                    f"Version {v.version}: Corrected on {day}. "
-                    "Your correction was committed; the previous version is no longer active."
-                )
+        versions = version_lines(agent.record_history(record_id))
         projects = sorted({v.project for v in views() if v.project})
         return render(
             request,
             "record.html",
             title="How do you know this?",
-            record=shown(view),
+            record=show(view),
             explanation=agent.explain(record_id),
             sources=agent.sources(record_id),
             versions=versions,
-            areas=[a.value for a in LifeArea],
+            areas=list(LIFE_AREA.items()),
             projects=projects,
             restriction=view.usage_restriction,
             held_because=held_because(agent.held_because(record_id)),
@@ -284,7 +274,7 @@ def create_app(
         view = record_or_404(record_id)
         if view.is_skeleton:
             return RedirectResponse(f"/records/{record_id}/forgotten", status_code=303)
-        return render(request, "forget.html", title="Forget permanently?", record=shown(view))
+        return render(request, "forget.html", title="Forget permanently?", record=show(view))
 
     @app.get("/records/{record_id}/forgotten")
     async def forgotten(request: Request, record_id: str) -> Response:
@@ -297,7 +287,7 @@ def create_app(
             title="Permanently forgotten",
             record_id=record_id,
             sentence=FORGOTTEN_SENTENCE,
-            pending=_pending_lines(agent, view),
+            pending=pending_lines(agent, view),
         )
 
     @app.get("/learned")
@@ -306,24 +296,30 @@ def create_app(
             request,
             "learned.html",
             title="Recently learned",
-            records=[shown(v) for v in agent.recently_learned()],
+            records=[show(v) for v in agent.recently_learned()],
         )
 
     @app.get("/candidates")
-    async def candidates(request: Request) -> Response:
-        waiting = [(shown(v), agent.explain(v.record_id)) for v in agent.waiting_for_confirmation()]
-        return render(request, "candidates.html", title="Waiting for confirmation", waiting=waiting)
+    async def candidates(request: Request, select: str = "") -> Response:
+        waiting = [(show(v), agent.explain(v.record_id)) for v in agent.waiting_for_confirmation()]
+        return render(
+            request,
+            "candidates.html",
+            title="Waiting for confirmation",
+            waiting=waiting,
+            select_all=select == "all",
+        )
 
     @app.get("/rules")
     async def rules(request: Request) -> Response:
         every = agent.rules()
         proposed = [
-            (shown(v), agent.explain(v.record_id))
+            (show(v), agent.explain(v.record_id))
             for v in every
             if v.lifecycle == LifecycleState.CANDIDATE.value
         ]
-        accepted = [shown(v) for v in every if v.lifecycle == LifecycleState.ACTIVE.value]
-        rejected = [shown(v) for v in every if v.lifecycle == LifecycleState.NOT_IN_USE.value]
+        accepted = [show(v) for v in every if v.lifecycle == LifecycleState.ACTIVE.value]
+        rejected = [show(v) for v in every if v.lifecycle == LifecycleState.NOT_IN_USE.value]
         return render(
             request,
             "rules.html",
@@ -335,44 +331,7 @@ def create_app(
 
     @app.get("/settings")
     async def settings(request: Request) -> Response:
-        devices: list[Any] = []
-        devices_note = None
-        pending: list[str] = []
-        try:
-            devices = agent.devices()
-            pending = [
-                f"{f.record_id or 'episodes of all memory'} (forgotten on "
-                f"{f.forgotten_at.date().isoformat()}): still on "
-                + ", ".join(d.device_name for d in f.pending)
-                for f in agent.pending_forgets()
-                if f.pending
-            ]
-        except (Offline, ServerError):
-            devices_note = "The cloud could not be reached, so the devices are not known now."
-        except (NotEnrolled, NoCloud):
-            devices_note = "This device is not enrolled with a cloud; it works on its own."
-        subset_policy: SubsetPolicy | None = None
-        if devices_note is None:
-            try:
-                view = agent.subset()
-                subset_lines = describe_subset(view).split("\n")
-                subset_policy = view.policy
-            except (Offline, ServerError, NotEnrolled, NoCloud):
-                subset_lines = [CLOUD_UNREACHABLE]
-        else:
-            subset_lines = [devices_note]
-        return render(
-            request,
-            "settings.html",
-            title="Devices and settings",
-            temporary=agent.temporary_mode,
-            devices=devices,
-            this_device=agent.device_id,
-            devices_note=devices_note,
-            pending=pending,
-            subset_lines=subset_lines,
-            subset_policy=subset_policy,
-        )
+        return render(request, "settings.html", title="Devices and settings", **settings_of(agent))
 
     # --- actions -------------------------------------------------------------------
 
@@ -385,16 +344,7 @@ def create_app(
             return back(request, target, CLOUD_UNREACHABLE)
         except (DeviceError, ProtocolError) as exc:
             return back(request, target, f"Not synced: {exc}")
-        text = (
-            f"Synced: pushed {report.pushed} change(s) (applied {report.applied}, "
-            f"refused {len(report.refused)}), pulled {report.pulled}, "
-            f"forgot {len(report.shredded)} on this device."
-        )
-        if report.entered or report.left:
-            text += (
-                f" {len(report.entered)} record(s) came to this device and "
-                f"{len(report.left)} left it (they are still in the cloud)."
-            )
+        text = synced(report)
         return back(request, target, text)
 
     def online(request: Request, target: str, run: Callable[[], Any], done: str) -> Response:
@@ -477,7 +427,8 @@ def create_app(
     @app.post("/records/{record_id}/use-again")
     async def use_again(request: Request, record_id: str) -> Response:
         record_or_404(record_id)
-        return act(request, f"/records/{record_id}", lambda: agent.use_again(record_id))
+        target = local_path(form(request).get("next"), f"/records/{record_id}")
+        return act(request, target, lambda: agent.use_again(record_id))
 
     @app.post("/records/{record_id}/restrict")
     async def restrict(request: Request, record_id: str) -> Response:
@@ -549,7 +500,7 @@ def create_app(
             request,
             "confirm.html",
             title="Before you confirm",
-            record=shown(view),
+            record=show(view),
             candidate=view.lifecycle == LifecycleState.CANDIDATE.value,
             button=button if view.confirm_warning is not None else "Confirm",
             step=SECOND_STEP if view.confirm_warning is not None else "",
@@ -564,6 +515,43 @@ def create_app(
     async def reject_rule(request: Request, record_id: str) -> Response:
         record_or_404(record_id)
         return act(request, "/rules", lambda: agent.reject_rule(record_id))
+
+    @app.post("/rules/{record_id}/undo")
+    async def undo_rule(request: Request, record_id: str) -> Response:
+        """Undo an accepted rule: it no longer takes effect (``reject_rule``: kept, not
+        in use; "Use again" brings it back)."""
+        view = record_or_404(record_id)
+        if view.layer != Layer.BEHAVIOUR_RULE.value or view.lifecycle != "active":
+            return back(
+                request, "/rules", f"Not done: {record_id} is not an accepted behaviour rule."
+            )
+        try:
+            result = agent.reject_rule(record_id)
+        except (DeviceError, ProtocolError, ValueError) as exc:
+            return back(request, "/rules", f"Not done: {exc}")
+        return back(
+            request,
+            "/rules",
+            f"Undone: the rule {snippet(view.text)} ({record_id}) no longer takes effect. "
+            + (result.message or ""),
+        )
+
+    @app.post("/candidates/bulk")
+    async def bulk(request: Request) -> Response:
+        """Confirm or reject the ticked waiting items, each on its own (best effort)."""
+        fields = form(request)
+        action = fields.get("action")
+        if action not in ("confirm", "reject"):
+            return back(request, "/candidates", f"Not done: no such action {str(action)[:40]!r}.")
+        ids = selected(fields)
+        waiting = {v.record_id: v for v in agent.waiting_for_confirmation()}
+        if action == "confirm":
+            outcome = run_each(ids, waiting, agent.confirm, two_step=True)
+            text = sentence(outcome, "Confirmed", "Not confirmed", len(ids))
+        else:
+            outcome = run_each(ids, waiting, agent.dont_use, two_step=False)
+            text = sentence(outcome, "Rejected", "Not rejected", len(ids))
+        return back(request, "/candidates", text)
 
     @app.post("/temporary")
     async def temporary(request: Request) -> Response:
@@ -634,24 +622,3 @@ def create_app(
 def _warned_key(view: RecordView) -> str:
     """Which record, at which version, a confirmation warning was shown for."""
     return f"{view.record_id}@{view.version}"
-
-
-def _corrected_on(note: str) -> str | None:
-    match = re.search(r"corrected on (\d{4}-\d{2}-\d{2})", note)
-    return match.group(1) if match else None
-
-
-def _pending_lines(agent: DeviceAgent, view: RecordView) -> Sequence[str]:
-    """Which devices still hold keys of the forgotten record (the cloud's word)."""
-    if view.sync_state == SyncState.PENDING:
-        return [NOT_YET_SENT]
-    try:
-        forgets = agent.pending_forgets()
-    except (Offline, ServerError, NotEnrolled, NoCloud):
-        return [NOT_YET_SENT]
-    except UnknownRecord:  # pragma: no cover - the cloud names records it held
-        return []
-    for status in forgets:
-        if status.record_id == view.record_id and status.pending:
-            return [f"{d.device_name} ({d.device_id}): not confirmed yet" for d in status.pending]
-    return ["Every device has confirmed: no device still holds its keys."]

@@ -9,54 +9,49 @@ independent sources, not confirmed by you", "You accepted this rule on <date>", 
 source's or an inference's confidence label with where it comes from. Each kind
 (``Kind``) has its own CSS class and labelled badge, so the user's words look
 different from everything else. A skeleton carries no content: its text is empty and
-it has no badges.
+it has no badges. Every enum value is shown in words (``device.ui.labels``), its raw
+value kept in the badge's ``data-value``; times are in UTC.
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
-from enum import StrEnum
 
-from device.views import RecordView
-from protocol.model import LifeArea, LifecycleState
+from device.sync_state import SyncState
+from device.ui.labels import (
+    KIND,
+    LIFECYCLE,
+    Badge,
+    Kind,
+    badge,
+    label,
+    when,
+)
+from device.views import RecordView, VersionView
+from protocol.confidence import ConfidenceClass
+from protocol.model import (
+    ContentType,
+    EpistemicState,
+    Layer,
+    LifeArea,
+    LifecycleState,
+    Sensitivity,
+    SourceKind,
+    TimeKind,
+)
+from protocol.subset import Reason
 
-STATES = (
-    (LifecycleState.CANDIDATE.value, "Candidate"),
-    (LifecycleState.ACTIVE.value, "Active"),
-    (LifecycleState.NOT_IN_USE.value, "Not in use"),
+STATES = tuple(
+    (state.value, LIFECYCLE[state])
+    for state in (LifecycleState.CANDIDATE, LifecycleState.ACTIVE, LifecycleState.NOT_IN_USE)
 )
 _SAID_ON = re.compile(r"^On (\d{4}-\d{2}-\d{2})(?: at \d{2}:\d{2})? you wrote:")
 _CONFIRMED_ON = re.compile(r"You confirmed this from .*? on (\d{4}-\d{2}-\d{2}) at \d\d:\d\d:")
 _ACCEPTED_ON = re.compile(r"You accepted this rule on (\d{4}-\d{2}-\d{2})")
 _SEEN_IN = re.compile(r"Seen in (\d+) independent sources \(([^)]*)\), not confirmed by you")
-
-
-class Kind(StrEnum):
-    """Who produced a record's words and who verified it, as the page tells them apart
-    (each is a CSS class ``kind-<value>`` and a labelled badge)."""
-
-    WORDS = "words"  # the user typed it: the only kind quoted
-    CONFIRMED = "confirmed"  # not the user's words; the user confirmed it
-    CORROBORATED = "corroborated"  # not the user's words; independent sources agree
-    RULE = "rule"  # a behaviour rule the user accepted
-    PROPOSED_RULE = "proposed-rule"  # a behaviour rule proposed, not (or no longer) accepted
-    SOURCE = "source"  # a source's words (web page, email, ...), not verified
-    IMPORT = "import"  # imported, not verified
-    INFERRED = "inferred"  # the assistant's observation or inference
-
-
-KIND_BADGES = {
-    Kind.WORDS: "Your words",
-    Kind.CONFIRMED: "Confirmed by you \u00b7 not your words",
-    Kind.CORROBORATED: "Corroborated by sources \u00b7 not your words",
-    Kind.RULE: "Rule you accepted",
-    Kind.PROPOSED_RULE: "Proposed rule",
-    Kind.SOURCE: "From a source \u00b7 not your words",
-    Kind.IMPORT: "Imported \u00b7 not your words",
-    Kind.INFERRED: "Inferred \u00b7 not your words",
-}
+KIND_BADGES = KIND  # the kinds' badges (``device.ui.labels.KIND``)
 
 
 # --- what a page shows of a record ------------------------------------------------------
@@ -72,7 +67,7 @@ class Shown:
     said: bool  # the user's own words: quoted and dated
     label: str  # "On <date> you said", "You confirmed this from … on …", a confidence label
     text: str  # "" for a skeleton
-    badges: tuple[str, ...]
+    badges: tuple[Badge, ...]
     area: str
     project: str | None
     lifecycle: str
@@ -84,6 +79,13 @@ class Shown:
     source_reference: str | None = None  # its full reference (URL, message id, file)
     waits_because: tuple[str, ...] = ()  # why a candidate waits, in words
     confirm_warning: str | None = None  # not None: confirming takes a second step
+    area_label: str = ""  # the life area in words
+    lifecycle_label: str = ""  # the lifecycle state in words
+    learned: str = ""  # when it was learned, in words (UTC); "" when not known
+    learned_at: str | None = None  # ... and as stored (ISO 8601)
+    changed: str = ""  # when this version was written, for a corrected record (UTC)
+    changed_at: str | None = None
+    details: tuple[tuple[str, Badge], ...] = ()  # every enum field in words (record page)
 
 
 def day_of(iso: str | None) -> str | None:
@@ -119,7 +121,9 @@ def _label(view: RecordView, kind: Kind) -> tuple[str, str | None]:
     source = view.source or "a source"
     confidence = view.confidence or ""
     state = view.epistemic_state or ""
-    unverified = confidence if confidence and confidence != "You told me" else state.capitalize()
+    unverified = (
+        confidence if confidence and confidence != "You told me" else label(EpistemicState, state)
+    )
     match kind:
         case Kind.WORDS:
             return f"On {_from_line(_SAID_ON, view)} you said", None
@@ -146,44 +150,94 @@ def _label(view: RecordView, kind: Kind) -> tuple[str, str | None]:
             return unverified, f"I inferred this{where}; these are not your words."
 
 
-def shown(view: RecordView) -> Shown:
+def _details(view: RecordView) -> tuple[tuple[str, Badge], ...]:
+    """Every enum value of the record, in words, for its own page."""
+    fields: list[tuple[str, Badge | None]] = [
+        ("Type", badge(ContentType, view.content_type)),
+        ("How I know it", badge(EpistemicState, view.epistemic_state)),
+        ("Confidence", badge(ConfidenceClass, view.confidence)),
+        ("Time", badge(TimeKind, view.time_kind)),
+        ("Kind of memory", badge(Layer, view.layer)),
+        ("Sensitive class", badge(Sensitivity, view.sensitivity)),
+        ("Learned from", badge(SourceKind, view.source_kind)),
+        ("State", badge(LifecycleState, view.lifecycle)),
+        ("Sync", badge(SyncState, view.sync_state)),
+    ]
+    fields += [("Life area", badge(LifeArea, a)) for a in view.life_areas]
+    return tuple((name, b) for name, b in fields if b is not None)
+
+
+def _restriction(usage: str) -> str:
+    """ "only for work" -> "only for Work" (an area in words; a project as named)."""
+    prefix, _, name = usage.partition("only for ")
+    if prefix or name not in {a.value for a in LifeArea}:
+        return usage
+    return f"only for {label(LifeArea, name)}"
+
+
+def shown(view: RecordView, *, first_recorded_at: str | None = None) -> Shown:
+    """One record as a page shows it. ``first_recorded_at``: when its first version was
+    written (a corrected record's ``recorded_at`` is its newest version's)."""
     area = view.life_areas[0] if view.life_areas else LifeArea.GENERAL.value
     if view.is_skeleton:
         return Shown(
             view.record_id, True, False, "", "", (), area, None, view.lifecycle,
             forgotten_on=day_of(view.forgotten_at),
+            area_label=label(LifeArea, area),
+            lifecycle_label=label(LifecycleState, view.lifecycle),
         )  # fmt: skip
     state = view.epistemic_state or ""
     kind = kind_of(view)
-    label, origin = _label(view, kind)
-    badges = [b for b in (view.content_type, state, view.confidence, view.time_kind) if b]
+    text_label, origin = _label(view, kind)
+    found = [
+        badge(ContentType, view.content_type),
+        badge(EpistemicState, state),
+        badge(ConfidenceClass, view.confidence),
+        badge(TimeKind, view.time_kind),
+    ]
+    if view.sensitivity and view.sensitivity != Sensitivity.NORMAL.value:
+        found.append(badge(Sensitivity, view.sensitivity))
+    badges = [b for b in found if b is not None]
     if view.valid_from:
-        badges.append(f"valid from {day_of(view.valid_from)}")
+        badges.append(Badge(f"valid from {day_of(view.valid_from)}"))
     if view.valid_until:
-        badges.append(f"valid until {day_of(view.valid_until)}")
+        badges.append(Badge(f"valid until {day_of(view.valid_until)}"))
     if view.expected_end:
-        badges.append(f"expected to end {day_of(view.expected_end)}")
+        badges.append(Badge(f"expected to end {day_of(view.expected_end)}"))
     if view.conflict:
-        badges.append("Conflict")
+        badges.append(Badge("Conflict"))
     if view.superseded_by:
-        badges.append("Outdated")
+        badges.append(Badge("Outdated"))
     if view.lifecycle == LifecycleState.CANDIDATE.value:
-        badges.append("Candidate")
+        badges.append(Badge(LIFECYCLE[LifecycleState.CANDIDATE], view.lifecycle, "state"))
     if view.usage_restriction:
-        badges.append(f"only for {view.usage_restriction}")
+        badges.append(Badge(_restriction(view.usage_restriction)))
     if view.device_only:
-        badges.append("this device only")
-    badges.append("In use" if view.in_use else "Not in use")
+        badges.append(Badge("this device only"))
+    if view.sync_state == SyncState.REFUSED.value:
+        sync = badge(SyncState, view.sync_state)
+        if sync is not None:
+            badges.append(sync)
+    badges.append(Badge("In use" if view.in_use else "Not in use"))
+    first = first_recorded_at or view.recorded_at
+    corrected = first_recorded_at is not None and first_recorded_at != view.recorded_at
     return Shown(
-        view.record_id, False, kind is Kind.WORDS, label, view.text or "", tuple(badges), area,
-        view.project, view.lifecycle,
+        view.record_id, False, kind is Kind.WORDS, text_label, view.text or "", tuple(badges),
+        area, view.project, view.lifecycle,
         kind=kind.value,
-        kind_badge=KIND_BADGES[kind],
+        kind_badge=KIND[kind],
         origin=origin,
         source=view.source,
         source_reference=view.source_reference,
         waits_because=view.waits_because,
         confirm_warning=view.confirm_warning,
+        area_label=label(LifeArea, area),
+        lifecycle_label=label(LifecycleState, view.lifecycle),
+        learned=when(first),
+        learned_at=first,
+        changed=when(view.recorded_at) if corrected else "",
+        changed_at=view.recorded_at if corrected else None,
+        details=_details(view),
     )  # fmt: skip
 
 
@@ -203,7 +257,8 @@ def grouped(records: Iterable[Shown]) -> list[Group]:
     for record in records:
         area = areas.get(record.area)
         if area is None:
-            area = areas[record.area] = Group(f"area-{record.area}", f"Area: {record.area}")
+            heading = f"Area: {record.area_label or record.area}"
+            area = areas[record.area] = Group(f"area-{record.area}", heading)
         if record.project is None:
             area.records.append(record)
             continue
@@ -219,20 +274,36 @@ def grouped(records: Iterable[Shown]) -> list[Group]:
     return list(areas.values())
 
 
-_HELD_BECAUSE = {
-    "pinned": "you pinned it here",
-    "behaviour_rule": "it is a behaviour rule in force",
-    "preference": "it is a preference in force",
-    "upcoming_event": "it is an upcoming event",
-    "for_now": "it is a \u201cfor now\u201d record in force",
-    "people": "it is about people in your life",
-    "frequent": "you use it often",
-    "recent": "it was learned, changed or used recently",
-}
-
-
 def held_because(reason: str | None) -> str:
     """Why this device holds a record, in words (``protocol.subset.Reason``)."""
     if reason is None:
         return "This device holds it: it was written here, or held before its subset was chosen."
-    return f"This device keeps it because {_HELD_BECAUSE.get(reason, reason)}."
+    return f"This device keeps it because {label(Reason, reason)}."
+
+
+def _corrected_on(note: str) -> str | None:
+    found = re.search(r"corrected on (\d{4}-\d{2}-\d{2})", note)
+    return found.group(1) if found else None
+
+
+def version_lines(history: Sequence[VersionView]) -> list[str]:
+    """A record's version chain in words: dates and what happened, never an old body."""
+    lines = []
+    for i, v in enumerate(history):
+        later = history[i + 1] if i + 1 < len(history) else None
+        if v.current:
+            lines.append(f"Version {v.version} (current), recorded on {when(v.recorded_at)}")
+        elif later is not None and v.text is not None and v.text == later.text:
+            # the same words: a confirmation, an accepted rule, a change of state
+            lines.append(
+                f"Version {v.version}: on {day_of(later.recorded_at)} it became version "
+                f"{later.version} with the same words (confirmed, accepted or changed "
+                "state); it is no longer active."
+            )
+        else:
+            day = day_of(_corrected_on(v.note)) or day_of(v.recorded_at)
+            lines.append(
+                f"Version {v.version}: Corrected on {day}. "
+                "Your correction was committed; the previous version is no longer active."
+            )
+    return lines

@@ -283,6 +283,9 @@ def _actions(h: Held) -> list[tuple[str, dict[str, str]]]:
         (f"/records/{h.said}/pin", {}),
         (f"/records/{h.said}/unpin", {}),
         ("/subset", {"max_records": "1", "max_megabytes": "1", "recent_days": "0"}),
+        (f"/rules/{h.rule}/undo", {}),
+        ("/candidates/bulk", {f"select-{h.sensitive}": "on", "action": "confirm"}),
+        ("/candidates/bulk", {f"select-{h.imported}": "on", "action": "reject"}),
     ]
 
 
@@ -404,9 +407,21 @@ def test_no_page_quotes_an_inference_or_shows_forgotten_or_old_words(
     assert f"I think so: {INFERRED}" in memory
     assert re.search(r"On \d{4}-\d{2}-\d{2} you said: \u201c" + re.escape(SAID), memory)
     assert f'data-record-id="{held.forgotten}"' in memory and "Permanently forgotten" in memory
-    assert "Area: home" in memory and "Project: numbers" in memory
-    for badge in ("personal_fact", "said", "You told me", "inferred", "I think so", "In use"):
-        assert f'<span class="badge">{badge}</span>' in memory
+    assert "Area: Home" in memory and "Project: numbers" in memory
+    # every enum value in words, its raw value kept in data-value and title
+    for words, value, field in (
+        ("A fact about you", "personal_fact", "type"),
+        ("You said it", "said", "how I know it"),
+        ("You told me", "You told me", "confidence"),
+        ("I worked it out", "inferred", "how I know it"),
+        ("I think so", "I think so", "confidence"),
+        ("Waiting for your OK", "candidate", "state"),
+        ("Your health", "health", "sensitive class"),
+    ):
+        assert (
+            f'<span class="badge" data-value="{value}" title="{field}: {value}">{words}</span>'
+        ) in memory, words
+    assert '<span class="badge">In use</span>' in memory
     assert '<span class="badge">Not in use</span>' in memory  # candidates
     assert 'href="/records/' in memory and "How do you know this?" in memory
     corrected = texts[f"/records/{held.corrected}"]

@@ -208,6 +208,9 @@ def test_the_page_shows_and_changes_what_this_device_keeps(
             http = _session(ui)
             settings = html.unescape(http.get("/settings").text)
             assert "This device keeps 1 record(s)" in settings
+            # each class in words, not its enum name
+            assert "1 record(s) kept because it was learned, changed or used recently" in settings
+            assert "<li>  recent: 1</li>" not in settings
             assert 'id="max-records"' in settings
             page = html.unescape(http.get(f"/records/{record}").text)
             assert "This device holds it: it was written here" in page

@@ -19,6 +19,11 @@ Invariants checked:
 - Forget asks for confirmation (a required checkbox), names the devices still pending,
   and afterwards the text is on no page of the inspector, search included.
 - Every control is reachable by keyboard and has an accessible name.
+- Words, not enum names: badges and details read "Waiting for your OK", "Your health",
+  the raw value in their title; every item says when it was learned (UTC); Undo on an
+  accepted rule turns it off, on the laptop too; ticked waiting items are confirmed or
+  rejected together, a source's words left for their second step, by name; Settings
+  lists the classes kept only on this device.
 - Without the token there is only the 403 page; a form posted from another origin
   changes nothing, even with the right CSRF token.
 No test waits by sleeping: Playwright's auto-waiting and ``expect`` do the waiting.
@@ -31,7 +36,9 @@ import re
 
 import pytest
 
+from protocol.model import Sensitivity
 from tests.e2e.browser import (
+    ASTHMA,
     ATTIC,
     BROTHER,
     CELLO,
@@ -543,3 +550,62 @@ def test_no_token_gives_the_403_page_and_a_cross_origin_post_changes_nothing(
     expect(_badge(_record(page, held.porto), "In use")).to_have_count(1)
     held.sync_both()
     assert held.view(held.laptop, held.porto).in_use
+
+
+def test_words_learned_times_undo_and_several_waiting_items_at_once(
+    page: Page, inspector: Inspector, held_back: HeldBack
+) -> None:
+    held = held_back
+    held.phone.agent.keep_on_device(Sensitivity.HEALTH)
+    base = _open(page, inspector)
+
+    # words instead of enum names, the raw value kept in the title
+    page.goto(f"{base}/candidates")
+    asthma = _record(page, held.asthma)
+    waiting = _badge(asthma, "Waiting for your OK")
+    expect(waiting).to_have_attribute("title", "state: candidate")
+    expect(_badge(asthma, "Your health")).to_have_attribute("title", "sensitive class: health")
+    expect(asthma).not_to_contain_text("candidate")
+    expect(asthma.locator("p.learned")).to_contain_text(
+        re.compile(r"Learned on \d+ \w+ 20\d\d at \d\d:\d\d UTC")
+    )
+
+    # several at once: a source's words are left for their second step, named
+    for record in (held.asthma, held.dentist):
+        _record(page, record).get_by_label("Select this item").check()
+    page.get_by_role("button", name="Confirm selected", exact=True).click()
+    expect(page).to_have_url(f"{base}/candidates")
+    expect(_flash(page)).to_contain_text(f"Confirmed 1 of 2. Confirmed: {ASTHMA}")
+    expect(_flash(page)).to_contain_text(f"{held.dentist} ({DENTIST}): these are not your words")
+    assert held.view(held.phone, held.asthma).lifecycle == "active"
+    assert held.view(held.phone, held.dentist).lifecycle == "candidate"
+    page.get_by_role("link", name="Select all", exact=True).click()
+    boxes = page.get_by_label("Select this item")
+    expect(boxes).to_have_count(3)  # brother, pay, dentist
+    for i in range(3):
+        expect(boxes.nth(i)).to_be_checked()
+    page.get_by_role("button", name="Reject selected", exact=True).click()
+    expect(_flash(page)).to_contain_text("Rejected 3 of 3.")
+    expect(page.locator("article.record")).to_have_count(0)
+
+    # Undo an accepted rule on the Rules page
+    page.goto(f"{base}/rules")
+    rule = _record(page, held.rule)
+    expect(rule.locator("p.learned")).to_contain_text(" UTC")
+    rule.get_by_role("button", name="Undo", exact=True).click()
+    expect(_flash(page)).to_contain_text(f"Undone: the rule {RULE} ({held.rule})")
+    expect(_record(page, held.rule).get_by_role("button", name="Use again")).to_be_visible()
+    assert held.view(held.phone, held.rule).lifecycle == "not_in_use"
+
+    # the classes kept only on this device, in words
+    page.goto(f"{base}/settings")
+    kept = page.locator("#device-only li")
+    expect(kept).to_have_count(1)
+    expect(kept).to_have_text("Your health")
+    expect(kept).to_have_attribute("data-value", "health")
+
+    held.sync_both()
+    on_laptop = {v.record_id: v.lifecycle for v in held.laptop.agent.what_do_you_know()}
+    assert on_laptop[held.rule] == "not_in_use" and on_laptop[held.asthma] == "active"
+    for record in (held.brother, held.pay, held.dentist):
+        assert on_laptop[record] == "not_in_use", record
