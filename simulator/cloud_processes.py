@@ -240,6 +240,10 @@ class CloudProcesses:
             raise
         return self
 
+    def settle(self, timeout: float = 120.0) -> None:
+        """Nothing to wait for from here: each process's indexer lives in that process
+        (``RunningCloud.settle`` waits for an in-process one)."""
+
     def stop(self) -> None:
         for process in self.processes:
             process.stop()

@@ -86,6 +86,13 @@ class RunningCloud:
         self._starts += 1
         return self
 
+    def settle(self, timeout: float = 120.0) -> None:
+        """Wait until the serving service's post-commit indexer has nothing owed and
+        nothing running (a condition, not a sleep): what is read after this is what the
+        cloud's own background work left, not a moment in the middle of it."""
+        if self.service is not None and not self.service.indexer.wait_idle(timeout):
+            raise TimeoutError(f"the cloud's indexer was still busy after {timeout:g} s")
+
     def stop(self, *, force: bool = False) -> None:
         """End the server: gracefully, or at once (``force``: requests in flight are cut)."""
         if self._server is not None and self._thread is not None:

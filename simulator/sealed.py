@@ -4,7 +4,9 @@ Invariants: every user this fleet creates is created through the server, which
 assigns the space id; the name the server sees carries a token unique to this fleet,
 so runs and tests never meet each other's users. The walls digest of every space is
 taken when the fleet is made, before any of its users exists, so ``walls()`` can show
-that every space but the fleet's own is byte-for-byte as it was.
+that every space but the fleet's own is byte-for-byte as it was. Each digest is taken
+once the cloud has settled (its post-commit indexer idle): another space's own pending
+indexing is that space's work finishing, not something this fleet did.
 """
 
 from __future__ import annotations
@@ -33,6 +35,7 @@ class SealedFleet(Fleet):
     ) -> None:
         super().__init__(cloud, root, **options)
         self.run_id = run_id or secrets.token_hex(4)
+        cloud.settle()
         self.walls_before: WallsDigest = take_digest(cloud.operator)
 
     def add_user(self, name: str) -> User:
@@ -44,5 +47,6 @@ class SealedFleet(Fleet):
 
     def walls(self) -> Check:
         """PASS when every space but this fleet's own is unchanged since it was made."""
+        self.cloud.settle()
         after = take_digest(self.cloud.operator)
         return walls_check(self.walls_before, after, self.own_spaces())
