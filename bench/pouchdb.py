@@ -64,7 +64,7 @@ class Sizes:
     changes: int  # one-change syncs timed after each initial sync
 
 
-FULL = Sizes(4_000, 20_000, 2, 15)
+FULL = Sizes(2_000, 20_000, 2, 15)
 SMOKE = Sizes(40, 30, 2, 3)
 
 

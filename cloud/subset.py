@@ -297,7 +297,8 @@ class SubsetKeeper:
         self.facts = FactsCache(vault)
         self._clock = clock
         self._kept: dict[tuple[str, str], _Kept] = {}
-        self._kept_lock = threading.Lock()
+        self._kept_lock = threading.Lock()  # guards the dicts; a device's own lock its chooser
+        self._device_locks: dict[tuple[str, str], threading.Lock] = {}
         # the members the last evaluation left, under the state it saved (gen, seq, summary)
         self._members: dict[tuple[str, str], tuple[tuple[int, int, str], frozenset[str]]] = {}
 
@@ -425,14 +426,19 @@ class SubsetKeeper:
         uses = s.record_uses(space_id)
         key = (space_id, device_id)
         with self._kept_lock:
-            kept = None if fresh else self._kept.get(key)
+            device_lock = self._device_locks.setdefault(key, threading.Lock())
+        with device_lock:
+            with self._kept_lock:
+                kept = None if fresh else self._kept.get(key)
             changes = None
             if kept is not None and kept.chooser.policy == policy:
                 changes = self.facts.changes_since(s, space_id, kept.facts_at)
             if kept is None or changes is None:
                 facts_at, facts = self.facts.snapshot(s, space_id)
                 chooser = IncrementalChooser(facts.values(), policy, pins, now, uses)
-                kept = self._kept[key] = _Kept(chooser, facts_at, len(facts))
+                kept = _Kept(chooser, facts_at, len(facts))
+                with self._kept_lock:
+                    self._kept[key] = kept
             else:
                 kept.facts_at, changed = changes
                 kept.placed = kept.chooser.update(now, changed, pins=pins, uses=uses)
