@@ -39,11 +39,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any
 
+import numpy as np
 from rich.table import Table
 
 from bench import spaces
 from bench.retrieval import fast_vectors
+from cloud.embedder import default_embedder as cloud_embedder
 from device.agent import DeviceAgent
+from protocol.embedding import DIM
 from simulator.cloud_runner import RunningCloud
 
 PEER = Path(__file__).resolve().parent / "pouchdb"
@@ -162,6 +165,26 @@ class Peer:
 
 
 @contextmanager
+def stubbed_embedders() -> Iterator[None]:
+    """Random unit vectors for the device's and the cloud's embedders alike (the issue's
+    comparison stubs the model on both sides; PouchDB embeds nothing)."""
+    cloud = cloud_embedder()
+    real = cloud.embed
+    rng = np.random.default_rng(21)
+
+    def fake(texts: Any) -> Any:
+        v = rng.standard_normal((len(texts), DIM)).astype(np.float32)
+        return v / np.linalg.norm(v, axis=1, keepdims=True)
+
+    object.__setattr__(cloud, "embed", fake)
+    try:
+        with fast_vectors():
+            yield
+    finally:
+        object.__setattr__(cloud, "embed", real)
+
+
+@contextmanager
 def _timed() -> Iterator[dict[str, float]]:
     out: dict[str, float] = {}
     wall, cpu = time.perf_counter(), time.process_time()
@@ -196,7 +219,7 @@ class Memsync:
         space_id, _code = self.cloud.operator.add_user(f"push-{self.jobs}")
         agent = self._device(space_id, mirror=False)
         try:
-            with fast_vectors():
+            with stubbed_embedders():
                 with _timed() as queued:
                     for i in range(ops // 2):
                         agent.say(_sentence(i), f"c{i}")
@@ -219,10 +242,12 @@ class Memsync:
     def initial(self, records: int) -> dict[str, float]:
         self.close_caught_up()
         tag = 2100 + self.jobs
-        space = spaces.fill_space(self.cloud.operator, f"initial-{tag}", records, tag)
+        with stubbed_embedders():  # the cloud indexes the fill in the background too
+            space = spaces.fill_space(self.cloud.operator, f"initial-{tag}", records, tag)
+            self.cloud.operator.index_pending()
         agent = self._device(space.space_id, mirror=True)
         try:
-            with fast_vectors(), _timed() as took:
+            with stubbed_embedders(), _timed() as took:
                 report = agent.sync()
         except BaseException:
             agent.close()
@@ -241,7 +266,7 @@ class Memsync:
         ops = spaces.memory_ops(space.tag, space.records + self.added, 1, space.tag)
         spaces.push_checked(self.cloud.operator, space.space_id, space.writer_id, ops)
         self.added += 1
-        with fast_vectors(), _timed() as took:
+        with stubbed_embedders(), _timed() as took:
             report = agent.sync()
         if report.pulled != CHANGES_PER_MEMORY:
             raise JobFellShort(
