@@ -34,6 +34,7 @@ from bench import detector as detector_bench
 from bench import embedding as embedding_bench
 from bench import export as export_bench
 from bench import live as live_bench
+from bench import pouchdb as pouchdb_bench
 from bench import relations as relations_bench
 from bench import retrieval as retrieval_bench
 from bench import retrieval_quality as retrieval_quality_bench
@@ -271,6 +272,13 @@ def run_cli(smoke: bool) -> dict[str, Any]:
         return _stamped(cli=cli_bench.measure(Path(tmp) / "cli", smoke))
 
 
+def run_pouchdb(smoke: bool) -> dict[str, Any]:
+    """Issue 21's side-by-side with PouchDB alone (``--only pouchdb``): push, initial sync
+    and one-change sync, both sides alternately (skipped with a note without node)."""
+    with tempfile.TemporaryDirectory(prefix="memsync-bench-pouchdb-") as tmp:
+        return _stamped(pouchdb=pouchdb_bench.measure(Path(tmp) / "pouchdb", smoke))
+
+
 def run_retrieval_quality(smoke: bool) -> dict[str, Any]:
     """Issue 20's retrieval quality alone (``--only retrieval-quality``): memsync's recall
     beside plain cosine and BM25, both halves of bench/retrieval_data."""
@@ -307,6 +315,7 @@ def run(
         sensitivity = sensitivity_bench.measure(smoke)
         cloud_recall = cloud_recall_bench.measure(root / "cloud-recall", smoke)
         cli = cli_bench.measure(root / "cli", smoke)
+        pouchdb = pouchdb_bench.measure(root / "pouchdb", smoke)
     simulator = simulator_bench.measure(smoke)
     figures = {
         "device_pairs_per_s_sqlcipher": ours_cipher,
@@ -353,6 +362,7 @@ def run(
         sensitivity=sensitivity,
         cloud_recall=cloud_recall,
         cli=cli,
+        pouchdb=pouchdb,
         simulator=simulator,
     )
 
@@ -502,6 +512,7 @@ def main() -> None:
             "retrieval-quality",
             "retrieval-latency",
             "cli",
+            "pouchdb",
         ],
         default="all",
         help="'sync': only issue 6's sync benches (fleet, pull cost, key destruction, live); "
@@ -516,7 +527,9 @@ def main() -> None:
         "issue 20's retrieval quality (memsync's recall beside plain cosine and BM25 on both "
         "halves of bench/retrieval_data); 'retrieval-latency': only issue 20's recall latency "
         "at --sizes beside its floor; 'cli': only issue 23's CLI wall time (memsync "
-        "--help and device list, fresh processes, beside python -c pass)",
+        "--help and device list, fresh processes, beside python -c pass); 'pouchdb': only "
+        "issue 21's side-by-side with PouchDB (push, initial sync, one-change sync; npm "
+        "installs the peer into .cache/pouchdb on first use, skipped with a note without node)",
     )
     args = parser.parse_args()
     # a SIGTERM unwinds like Ctrl-C, so clouds stop and bench databases are dropped
@@ -584,6 +597,13 @@ def main() -> None:
         console.print(cli_bench.render(result["cli"]))
         print(f"wrote {RESULTS}")
         return
+    if args.only == "pouchdb":
+        result = run_pouchdb(args.smoke)
+        result["smoke"] = args.smoke
+        RESULTS.write_text(json.dumps(result, indent=2) + "\n")
+        console.print(pouchdb_bench.render(result["pouchdb"]))
+        print(f"wrote {RESULTS}")
+        return
     if args.only == "retrieval-quality":
         result = run_retrieval_quality(args.smoke)
         result["smoke"] = args.smoke
@@ -620,6 +640,7 @@ def main() -> None:
         *sensitivity_bench.render(result["sensitivity"]),
         cloud_recall_bench.render(result["cloud_recall"]),
         cli_bench.render(result["cli"]),
+        pouchdb_bench.render(result["pouchdb"]),
         simulator_bench.render(result["simulator"]),
     ]
     for table in tables:

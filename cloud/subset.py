@@ -18,11 +18,18 @@ Invariants:
   tells the device, and a forget is never disguised as a leave nor a leave as a forget.
 - The facts cache is only a cache: it is refreshed from the store (records whose
   state changed after the seq it was read at) before every choice, so any number of
-  cloud processes choose alike.
+  cloud processes choose alike. It journals which records each refresh changed.
+- Each device's choice is kept in this process (``protocol.subset_incremental``) and
+  brought up to date from the journal, its pins, the space's uses and the clock; it is
+  built afresh from every fact when there is none, when its policy changed, when the
+  device has no subset state yet, or when the journal no longer reaches back to it. So
+  a pull's choice costs what changed (and the device's subset), not the space's size;
+  it always equals ``protocol.subset.choose`` over the same inputs.
 """
 
 from __future__ import annotations
 
+import itertools
 import json
 import logging
 import threading
@@ -45,8 +52,8 @@ from protocol.subset import (
     SubsetPolicy,
     SubsetView,
     by_reason_entries,
-    choose,
 )
+from protocol.subset_incremental import IncrementalChooser
 
 log = logging.getLogger("memsync.cloud")
 
@@ -55,6 +62,8 @@ FORGOTTEN = LifecycleState.FORGOTTEN.value
 # upcoming) move with the clock
 CHOICE_LIFETIME = timedelta(hours=1)
 VECTOR_BYTES = DIM * 4  # what a record's float32 vector adds on a device
+JOURNAL_REFRESHES = 512  # refreshes the facts journal remembers per space
+_epochs = itertools.count(1)
 
 
 @dataclass(slots=True)
@@ -63,6 +72,9 @@ class _Space:
     facts: dict[str, SubsetFacts] = field(default_factory=dict)
     sources: dict[str, tuple[str, ...]] = field(default_factory=dict)  # record -> episodes
     citing: dict[str, set[str]] = field(default_factory=dict)  # episode -> live records citing it
+    epoch: int = field(default_factory=lambda: next(_epochs))  # a new one when read afresh
+    journal: list[tuple[int, list[str]]] = field(default_factory=list)  # (as_of, records)
+    journal_floor: int = -1  # the journal knows every change after this seq
 
 
 class FactsCache:
@@ -92,6 +104,13 @@ class FactsCache:
                 return
             rows = s.records_changed_since(space_id, space.as_of)
             self._update(s, space_id, space, rows)
+            if space.as_of < 0:  # read whole: the journal starts here
+                space.journal_floor = last
+            else:
+                space.journal.append((last, [r.record_id for r in rows]))
+                if len(space.journal) > JOURNAL_REFRESHES:
+                    dropped = space.journal.pop(0)
+                    space.journal_floor = dropped[0]
             space.as_of = last
 
     def facts(self, s: StoreSession, space_id: str) -> dict[str, SubsetFacts]:
@@ -99,6 +118,40 @@ class FactsCache:
         self.refresh(s, space_id)
         with self._lock_of(space_id):
             return dict(self._spaces[space_id].facts)
+
+    def snapshot(
+        self, s: StoreSession, space_id: str
+    ) -> tuple[tuple[int, int], dict[str, SubsetFacts]]:
+        """((epoch, as_of), a copy of the facts), refreshed first."""
+        self.refresh(s, space_id)
+        with self._lock_of(space_id):
+            space = self._spaces[space_id]
+            return (space.epoch, space.as_of), dict(space.facts)
+
+    def changes_since(
+        self, s: StoreSession, space_id: str, since: tuple[int, int]
+    ) -> tuple[tuple[int, int], dict[str, SubsetFacts | None]] | None:
+        """The facts of every record changed after ``since`` (None: gone), refreshed
+        first; None when the journal does not reach back that far."""
+        self.refresh(s, space_id)
+        epoch, as_of = since
+        with self._lock_of(space_id):
+            space = self._spaces[space_id]
+            if space.epoch != epoch or as_of < space.journal_floor:
+                return None
+            changed: dict[str, SubsetFacts | None] = {}
+            for seq, record_ids in reversed(space.journal):
+                if seq <= as_of:
+                    break
+                for record_id in record_ids:
+                    changed[record_id] = space.facts.get(record_id)
+            return (space.epoch, space.as_of), changed
+
+    def live(self, space_id: str, record_ids: Iterable[str]) -> set[str]:
+        """Which of ``record_ids`` have facts (are live records)."""
+        with self._lock_of(space_id):
+            space = self._spaces.get(space_id)
+            return set() if space is None else {r for r in record_ids if r in space.facts}
 
     def sources(self, space_id: str, record_id: str) -> tuple[str, ...]:
         with self._lock_of(space_id):
@@ -206,6 +259,15 @@ class FactsCache:
                     del space.citing[episode_id]
 
 
+@dataclass(slots=True)
+class _Kept:
+    """A device's choice kept in this process, and the facts position it covers."""
+
+    chooser: IncrementalChooser
+    facts_at: tuple[int, int]  # (epoch, as_of) of the space's facts
+    placed: int = 0  # records placed again by the last choice (all of them when built)
+
+
 @dataclass(frozen=True, slots=True)
 class Evaluation:
     entered: list[str]
@@ -234,6 +296,11 @@ class SubsetKeeper:
     def __init__(self, vault: Vault, clock: Callable[[], datetime]) -> None:
         self.facts = FactsCache(vault)
         self._clock = clock
+        self._kept: dict[tuple[str, str], _Kept] = {}
+        self._kept_lock = threading.Lock()  # guards the dicts; a device's own lock its chooser
+        self._device_locks: dict[tuple[str, str], threading.Lock] = {}
+        # the members the last evaluation left, under the state it saved (gen, seq, summary)
+        self._members: dict[tuple[str, str], tuple[tuple[int, int, str], frozenset[str]]] = {}
 
     # --- policy and pins --------------------------------------------------------------
 
@@ -283,7 +350,7 @@ class SubsetKeeper:
     def confirm(self, s: StoreSession, space_id: str, device_id: str, gen: int) -> None:
         """The device applied the log up to ``gen``: drop the holdings of what left."""
         left = s.confirm_subset_log(space_id, device_id, gen)
-        still = s.subset_members(space_id, device_id) if left else set()
+        still = s.subset_members_among(space_id, device_id, left) if left else set()
         gone = [r for r in left if r not in still]
         if gone:
             s.drop_holdings(space_id, device_id, "record", gone)
@@ -303,25 +370,19 @@ class SubsetKeeper:
             and now - state.evaluated_at < CHOICE_LIFETIME
         ):
             return Evaluation([], [], None, last)
-        facts = self.facts.facts(s, space_id)
         if state is None:
             # the first choice: the device holds what it was sent or wrote before
             members = s.holdings_of(space_id, device_id, "record")
             s.clear_subset(space_id, device_id)
             s.add_subset_members(space_id, device_id, members)
         else:
-            members = s.subset_members(space_id, device_id)
-        uses = s.record_uses(space_id)
-        choice = choose(
-            facts.values(),
-            self.policy(s, space_id, device_id),
-            s.pins(space_id, device_id),
-            now,
-            uses,
-        )
+            members = self.members(s, space_id, device_id)
+        choice = self._choose(s, space_id, device_id, now, fresh=state is None)
+        gone = [r for r in members if r not in choice.members]
+        live = self.facts.live(space_id, gone)
         entered = [r for r in choice.members if r not in members]
-        left = sorted(r for r in members if r not in choice.members and r in facts)
-        forgotten = [r for r in members if r not in choice.members and r not in facts]
+        left = sorted(r for r in gone if r in live)
+        forgotten = [r for r in gone if r not in live]
         gen = 0 if state is None else state.gen
         log: list[SubsetLogRow] = []
         for record_id in left:
@@ -333,8 +394,61 @@ class SubsetKeeper:
         s.add_subset_log(space_id, device_id, log)
         s.remove_subset_members(space_id, device_id, [*left, *forgotten])
         s.add_subset_members(space_id, device_id, entered)
-        s.save_subset_state(space_id, device_id, SubsetStateRow(gen, last, now, _summary(choice)))
+        summary = _summary(choice)
+        s.save_subset_state(space_id, device_id, SubsetStateRow(gen, last, now, summary))
+        kept = frozenset(members.difference(left, forgotten).union(entered))
+        with self._kept_lock:
+            self._members[(space_id, device_id)] = ((gen, last, summary), kept)
         return Evaluation(entered, left, choice, last)
+
+    def members(self, s: StoreSession, space_id: str, device_id: str) -> set[str]:
+        """The device's subset members as ``s`` sees them: what this process's last
+        evaluation left when the store's state is still the one it saved and nothing
+        was committed since (a push may add members), else read from the store."""
+        state = s.subset_state(space_id, device_id)
+        with self._kept_lock:
+            cached = self._members.get((space_id, device_id))
+        if (
+            state is not None
+            and cached is not None
+            and cached[0] == (state.gen, state.evaluated_seq, state.summary)
+            and s.last_seq(space_id) == state.evaluated_seq
+        ):
+            return set(cached[1])
+        return s.subset_members(space_id, device_id)
+
+    def _choose(
+        self, s: StoreSession, space_id: str, device_id: str, now: datetime, *, fresh: bool
+    ) -> Choice:
+        """The device's choice now: its kept chooser brought up to date, or a new one."""
+        policy = self.policy(s, space_id, device_id)
+        pins = s.pins(space_id, device_id)
+        uses = s.record_uses(space_id)
+        key = (space_id, device_id)
+        with self._kept_lock:
+            device_lock = self._device_locks.setdefault(key, threading.Lock())
+        with device_lock:
+            with self._kept_lock:
+                kept = None if fresh else self._kept.get(key)
+            changes = None
+            if kept is not None and kept.chooser.policy == policy:
+                changes = self.facts.changes_since(s, space_id, kept.facts_at)
+            if kept is None or changes is None:
+                facts_at, facts = self.facts.snapshot(s, space_id)
+                chooser = IncrementalChooser(facts.values(), policy, pins, now, uses)
+                kept = _Kept(chooser, facts_at, len(facts))
+                with self._kept_lock:
+                    self._kept[key] = kept
+            else:
+                kept.facts_at, changed = changes
+                kept.placed = kept.chooser.update(now, changed, pins=pins, uses=uses)
+            return kept.chooser.choice()
+
+    def placed(self, space_id: str, device_id: str) -> int | None:
+        """How many records the device's last choice placed again (None: none kept)."""
+        with self._kept_lock:
+            kept = self._kept.get((space_id, device_id))
+            return None if kept is None else kept.placed
 
     # --- reading ----------------------------------------------------------------------
 

@@ -77,7 +77,7 @@ class SubsetFeed:
         self.keeper = keeper
         self.space_id = space_id
         self.device_id = device_id
-        self.members = s.subset_members(space_id, device_id)
+        self.members = keeper.members(s, space_id, device_id)
 
     def log(self, page: Page, entries: list[SubsetLogRow], cursor_seq: int) -> None:
         """The enters and leaves, for a device whose feed cursor is at ``cursor_seq``."""

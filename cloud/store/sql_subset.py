@@ -106,6 +106,21 @@ class SubsetQueries:
         )
         return {r[0] for r in rows}
 
+    def subset_members_among(
+        self, space_id: str, device_id: str, record_ids: Iterable[str]
+    ) -> set[str]:
+        """Which of ``record_ids`` are in the device's subset (IN-list lookups)."""
+        c = t.subset_members.c
+        out: set[str] = set()
+        for chunk in chunks(sorted(set(record_ids))):
+            rows = self.conn.execute(
+                select(c.record_id).where(
+                    c.space_id == space_id, c.device_id == device_id, c.record_id.in_(chunk)
+                )
+            )
+            out.update(r[0] for r in rows)
+        return out
+
     def add_subset_members(self, space_id: str, device_id: str, record_ids: Iterable[str]) -> None:
         self._insert_ignore(
             t.subset_members,
