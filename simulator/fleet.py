@@ -48,6 +48,9 @@ class Cloud(Protocol):
     @property
     def urls(self) -> list[str]: ...
 
+    def settle(self, timeout: float = ...) -> None:
+        """Wait until the cloud's own background work is done (its indexer idle)."""
+
 
 @dataclass
 class User:
