@@ -272,6 +272,20 @@ def run_cli(smoke: bool) -> dict[str, Any]:
         return _stamped(cli=cli_bench.measure(Path(tmp) / "cli", smoke))
 
 
+def run_cloud_recall(smoke: bool) -> dict[str, Any]:
+    """Issue 20's first ``recall --cloud`` alone (``--only cloud-recall``)."""
+    with tempfile.TemporaryDirectory(prefix="memsync-bench-") as tmp:
+        return _stamped(cloud_recall=cloud_recall_bench.measure(Path(tmp) / "cloud-recall", smoke))
+
+
+def run_retrieval_latency(smoke: bool, sizes: list[int]) -> dict[str, Any]:
+    """Issue 20's recall latency alone (``--only retrieval-latency``): p50/p95 at each
+    store size beside the floor measured in the same run."""
+    with tempfile.TemporaryDirectory(prefix="memsync-bench-") as tmp:
+        rows = retrieval_bench.latency(Path(tmp) / "latency", sizes, 20 if smoke else 200)
+        return _stamped(retrieval_latency=rows)
+
+
 def run_pouchdb(smoke: bool) -> dict[str, Any]:
     """Issue 21's side-by-side with PouchDB alone (``--only pouchdb``): push, initial sync
     and one-change sync, both sides alternately (skipped with a note without node)."""
@@ -535,90 +549,56 @@ def main() -> None:
     # a SIGTERM unwinds like Ctrl-C, so clouds stop and bench databases are dropped
     signal.signal(signal.SIGTERM, lambda _signum, _frame: sys.exit(143))
     console = Console()
-    if args.only == "sync":
-        result = run_sync(args.smoke)
-        result["smoke"] = args.smoke
-        RESULTS.write_text(json.dumps(result, indent=2) + "\n")
-        for table in [*render_sync(result["sync"]), live_bench.render(result["live_sync"])]:
+
+    def show(*tables: Table) -> None:
+        for table in tables:
             console.print(table)
-        print(f"wrote {RESULTS}")
-        return
-    if args.only == "export":
-        result = run_export(args.smoke)
-        result["smoke"] = args.smoke
-        RESULTS.write_text(json.dumps(result, indent=2) + "\n")
-        console.print(export_bench.render(result["export"]))
-        print(f"wrote {RESULTS}")
-        return
-    if args.only == "subset":
-        result = run_subset(args.smoke)
-        result["smoke"] = args.smoke
-        RESULTS.write_text(json.dumps(result, indent=2) + "\n")
-        console.print(subset_bench.render(result["subset"]))
-        print(f"wrote {RESULTS}")
-        return
-    if args.only == "relations":
-        result = run_relations(args.smoke)
-        result["smoke"] = args.smoke
-        RESULTS.write_text(json.dumps(result, indent=2) + "\n")
+
+    def show_relations(result: dict[str, Any]) -> None:
         relations_bench.print_failures(result["relations"]["tune_failures"])
-        for table in relations_bench.render(result["relations"]["halves"]):
-            console.print(table)
-        print(f"wrote {RESULTS}")
-        return
-    if args.only == "sensitivity":
-        result = run_sensitivity(args.smoke)
-        result["smoke"] = args.smoke
-        RESULTS.write_text(json.dumps(result, indent=2) + "\n")
-        for table in sensitivity_bench.render(result["sensitivity"]):
-            console.print(table)
-        print(f"wrote {RESULTS}")
-        return
-    if args.only == "cloud-recall":
-        with tempfile.TemporaryDirectory(prefix="memsync-bench-") as tmp:
-            figures = cloud_recall_bench.measure(Path(tmp) / "cloud-recall", args.smoke)
-        result = _stamped(cloud_recall=figures, smoke=args.smoke)
-        RESULTS.write_text(json.dumps(result, indent=2) + "\n")
-        console.print(cloud_recall_bench.render(figures))
-        print(f"wrote {RESULTS}")
-        return
-    if args.only == "simulator":
-        result = run_simulator(args.smoke)
-        result["smoke"] = args.smoke
-        RESULTS.write_text(json.dumps(result, indent=2) + "\n")
-        console.print(simulator_bench.render(result["simulator"]))
+        show(*relations_bench.render(result["relations"]["halves"]))
+
+    def show_simulator(result: dict[str, Any]) -> None:
+        show(simulator_bench.render(result["simulator"]))
         print(simulator_bench.verdict(result["simulator"]))
-        print(f"wrote {RESULTS}")
-        return
-    if args.only == "cli":
-        result = run_cli(args.smoke)
-        result["smoke"] = args.smoke
+
+    smoke = args.smoke
+    latency_sizes = [200] if smoke else args.sizes
+    # one bench alone: what it measures, and what it prints after results.json is written
+    alone: dict[str, tuple[Callable[[], dict[str, Any]], Callable[[dict[str, Any]], None]]] = {
+        "sync": (
+            lambda: run_sync(smoke),
+            lambda r: show(*render_sync(r["sync"]), live_bench.render(r["live_sync"])),
+        ),
+        "export": (lambda: run_export(smoke), lambda r: show(export_bench.render(r["export"]))),
+        "subset": (lambda: run_subset(smoke), lambda r: show(subset_bench.render(r["subset"]))),
+        "relations": (lambda: run_relations(smoke), show_relations),
+        "sensitivity": (
+            lambda: run_sensitivity(smoke),
+            lambda r: show(*sensitivity_bench.render(r["sensitivity"])),
+        ),
+        "cloud-recall": (
+            lambda: run_cloud_recall(smoke),
+            lambda r: show(cloud_recall_bench.render(r["cloud_recall"])),
+        ),
+        "simulator": (lambda: run_simulator(smoke), show_simulator),
+        "cli": (lambda: run_cli(smoke), lambda r: show(cli_bench.render(r["cli"]))),
+        "pouchdb": (lambda: run_pouchdb(smoke), lambda r: show(pouchdb_bench.render(r["pouchdb"]))),
+        "retrieval-quality": (
+            lambda: run_retrieval_quality(smoke),
+            lambda r: show(*retrieval_quality_bench.render(r["retrieval_quality_20"])),
+        ),
+        "retrieval-latency": (
+            lambda: run_retrieval_latency(smoke, latency_sizes),
+            lambda r: show(render_latency(r["retrieval_latency"])),
+        ),
+    }
+    if args.only in alone:
+        measure, report = alone[args.only]
+        result = measure()
+        result["smoke"] = smoke
         RESULTS.write_text(json.dumps(result, indent=2) + "\n")
-        console.print(cli_bench.render(result["cli"]))
-        print(f"wrote {RESULTS}")
-        return
-    if args.only == "pouchdb":
-        result = run_pouchdb(args.smoke)
-        result["smoke"] = args.smoke
-        RESULTS.write_text(json.dumps(result, indent=2) + "\n")
-        console.print(pouchdb_bench.render(result["pouchdb"]))
-        print(f"wrote {RESULTS}")
-        return
-    if args.only == "retrieval-quality":
-        result = run_retrieval_quality(args.smoke)
-        result["smoke"] = args.smoke
-        RESULTS.write_text(json.dumps(result, indent=2) + "\n")
-        for table in retrieval_quality_bench.render(result["retrieval_quality_20"]):
-            console.print(table)
-        print(f"wrote {RESULTS}")
-        return
-    if args.only == "retrieval-latency":
-        with tempfile.TemporaryDirectory(prefix="memsync-bench-") as tmp:
-            sizes = [200] if args.smoke else args.sizes
-            rows = retrieval_bench.latency(Path(tmp) / "latency", sizes, 20 if args.smoke else 200)
-        result = _stamped(retrieval_latency=rows, smoke=args.smoke)
-        RESULTS.write_text(json.dumps(result, indent=2) + "\n")
-        console.print(render_latency(rows))
+        report(result)
         print(f"wrote {RESULTS}")
         return
     n_device, n_push = (20, 20) if args.smoke else (args.device_pairs, args.push_pairs)
