@@ -38,7 +38,7 @@ from device.errors import DeviceError
 from protocol.errors import ProtocolError
 from protocol.export.package import Section
 from protocol.messages import MAX_PULL_WAIT, parse_closing_header
-from protocol.model import ContentType, LifeArea, LifecycleState, Sensitivity, TimeKind
+from protocol.model import ContentType, LifeArea, Sensitivity, TimeKind
 from protocol.operations import EffectKind
 from protocol.provenance import EXTERNAL_MEDIA
 
@@ -565,9 +565,11 @@ def _forget(args: argparse.Namespace) -> int:
             "the record's keys and cannot be undone); to stop using it, use dont-use"
         )
     with _open(args) as agent:
-        twins = _same_words(agent, args.record_id)
+        views = agent.list_records()
+        view = next((v for v in views if v.record_id == args.record_id), None)
+        twins = _same_words(view, views)
         if not args.yes:
-            print(_forget_preview(agent, args.record_id))
+            print(_forget_preview(agent, args.record_id, view))
             if twins:
                 print(f"{len(twins)} other record(s) hold the same words:")
                 print("\n".join(f"  {v.record_id}: {(v.text or '')[:120]!r}" for v in twins))
@@ -584,30 +586,27 @@ def _forget(args: argparse.Namespace) -> int:
     return 0
 
 
-def _same_words(agent: DeviceAgent, record_id: str) -> list[RecordView]:
+def _same_words(view: RecordView | None, views: Sequence[RecordView]) -> list[RecordView]:
     """The other readable, unforgotten records whose words are the named record's
     (``protocol.export.importing.same_words``: case, spacing, final stop aside)."""
     from protocol.export.importing import same_words  # only a forget needs the import code
 
-    views = agent.list_records()
-    view = next((v for v in views if v.record_id == record_id), None)
     if view is None or not view.text:
         return []
     words = same_words(view.text)
     return [
         v
         for v in views
-        if v.record_id != record_id
+        if v.record_id != view.record_id
         and v.text
-        and v.lifecycle != LifecycleState.FORGOTTEN.value
+        and not v.is_skeleton
         and same_words(v.text) == words
     ]
 
 
-def _forget_preview(agent: DeviceAgent, record_id: str) -> str:
+def _forget_preview(agent: DeviceAgent, record_id: str, view: RecordView | None) -> str:
     """What a permanent forget would destroy: the words, and the other devices of the
     account that may hold them (asked of the cloud; offline, said so)."""
-    view = next((v for v in agent.list_records() if v.record_id == record_id), None)
     words = (view.text or "(no readable words)") if view is not None else "(not on this device)"
     lines = [f"{record_id}: {words[:300]!r}" if view and view.text else f"{record_id}: {words}"]
     if agent.device_id is None:

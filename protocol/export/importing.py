@@ -292,20 +292,18 @@ def without_held(plan: ImportPlan, held: Set[str]) -> ImportPlan:
     counted under ``ALREADY_HELD``. A package whose words are all held adds nothing."""
     seen = set(held)
     kept: list[PlannedRecord] = []
+    left: list[PlannedRecord] = []
     for record in plan.records:
         words = same_words(record.content.text)
-        if words in seen:
-            continue
+        (left if words in seen else kept).append(record)
         seen.add(words)
-        kept.append(record)
-    dropped = len(plan.records) - len(kept)
-    if not dropped:
+    if not left:
         return plan
     cited = {e for r in kept for e in r.content.source_episode_ids}
-    gone = {e for r in plan.records if r not in kept for e in r.content.source_episode_ids}
+    gone = {e for r in left for e in r.content.source_episode_ids}
     episodes = [e for e in plan.episodes if e.episode_id in cited or e.episode_id not in gone]
     not_imported = dict(plan.not_imported)
-    not_imported[ALREADY_HELD] = not_imported.get(ALREADY_HELD, 0) + dropped
+    not_imported[ALREADY_HELD] = not_imported.get(ALREADY_HELD, 0) + len(left)
     return plan.model_copy(
         update={"records": kept, "episodes": episodes, "not_imported": not_imported}
     )
