@@ -19,6 +19,8 @@ Invariants:
   export id is imported into a device at most once; and a record whose words this
   device already holds (any record it can read, ``held_words``) is not imported again,
   so a second export of the same memory adds nothing either.
+- A record or episode this device knows as permanently forgotten (a skeleton, a
+  forgotten episode) is not imported: an old package never undoes a permanent forget.
 - A record of a class the user keeps on this device stays on this device, and so does
   every episode such a record rests on (``keep_on_device``), exactly as for what the
   user types. So does every record the package's signed trailer marks device-only
@@ -67,9 +69,11 @@ from protocol.export.importing import (
 )
 from protocol.export.package import FORMAT, ExportPackage
 from protocol.export.versions import check_version, known_versions, upgrade_package
+from protocol.model import LifecycleState
 from protocol.operations import AddEpisode, AnyOperation
 
 MAX_PACKAGE_BYTES = 64 * 1024 * 1024
+FORGOTTEN = LifecycleState.FORGOTTEN.value
 SNIFF_BYTES = 4096
 
 Apply = Callable[[AnyOperation, bool | None], LocalResult]
@@ -212,6 +216,16 @@ def held_words(db: Database) -> set[str]:
     }
 
 
+def forgotten_ids(db: Database) -> tuple[set[str], set[str]]:
+    """The records (skeletons) and episodes this device knows as permanently forgotten:
+    an old package holding them must not bring their words back."""
+    records = {
+        str(r[0]) for r in db.all("SELECT record_id FROM records WHERE lifecycle = ?", (FORGOTTEN,))
+    }
+    episodes = {str(r[0]) for r in db.all("SELECT episode_id FROM forgotten_episodes")}
+    return records, episodes
+
+
 def already_imported(db: Database, export_id: str) -> str | None:
     """When ``export_id`` was imported into this device, or None."""
     row = db.one("SELECT imported_at FROM imported_packages WHERE export_id = ?", (export_id,))
@@ -249,7 +263,15 @@ def import_package(
             path, f"export {package.export_id} was already imported into this device on {when}"
         )
     try:
-        plan = plan_import(package, now=now, new_id=new_id, include_sensitive=include_sensitive)
+        forgotten_records, forgotten_episodes = forgotten_ids(db)
+        plan = plan_import(
+            package,
+            now=now,
+            new_id=new_id,
+            include_sensitive=include_sensitive,
+            forgotten_records=forgotten_records,
+            forgotten_episodes=forgotten_episodes,
+        )
         plan = without_held(plan, held_words(db))
         ops = list(operations(plan, new_id=new_id, at=now))
     except PackageError as exc:

@@ -27,6 +27,9 @@ Invariants:
 - Sensitive classes: a record with a sensitive class in any version is sensitive
   wherever the package put it; with ``include_sensitive=False`` it, and the sensitive
   section's episodes, are left out (and counted).
+- An import never undoes a permanent forget: a record or episode whose original id
+  the device knows as permanently forgotten (``forgotten_records`` /
+  ``forgotten_episodes``) is left out and counted under ``FORGOTTEN_SINCE``.
 - A package naming one episode id twice is refused (``PackageError``), as
   ``ExportPackage`` itself refuses a record id twice.
 """
@@ -69,6 +72,9 @@ NOT_IMPORTED = (
 )
 LEFT_OUT_SENSITIVE_RECORDS = "sensitive records left out"
 LEFT_OUT_SENSITIVE_EPISODES = "sensitive episodes left out"
+
+
+FORGOTTEN_SINCE = "permanently forgotten since the export"
 
 
 def import_source(export_id: str) -> str:
@@ -154,9 +160,14 @@ def plan_import(
     now: datetime,
     new_id: Callable[[str], str],
     include_sensitive: bool = True,
+    forgotten_records: Set[str] = frozenset(),
+    forgotten_episodes: Set[str] = frozenset(),
 ) -> ImportPlan:
     """What a device writes for ``package``: every wanted episode as an import episode,
     every wanted record (records, behaviour rules, sensitive records) as one candidate.
+    A record or episode whose ORIGINAL id is in ``forgotten_records`` /
+    ``forgotten_episodes`` (permanently forgotten since the export) is left out and
+    counted under ``FORGOTTEN_SINCE``: an import never undoes a permanent forget.
     Raises ``PackageError`` naming an episode id the package holds twice."""
     source_id = import_source(package.export_id)
     not_imported: dict[str, int] = {}
@@ -182,6 +193,9 @@ def plan_import(
     new_episode_of: dict[str, str] = {}
 
     def log(episode: Episode, sensitive: bool) -> None:
+        if episode.id in forgotten_episodes:
+            skip(FORGOTTEN_SINCE)
+            return
         new = new_id("ep")
         new_episode_of[episode.id] = new
         episodes.append(
@@ -210,6 +224,9 @@ def plan_import(
     records: list[PlannedRecord] = []
     for section, held in sections:
         for record in held:
+            if record.id in forgotten_records:
+                skip(FORGOTTEN_SINCE)
+                continue
             if record.sensitive and not include_sensitive:
                 skip(LEFT_OUT_SENSITIVE_RECORDS)
                 continue

@@ -17,6 +17,7 @@ from pydantic import ValidationError
 from protocol.errors import PackageError
 from protocol.export.importing import (
     ALREADY_HELD,
+    FORGOTTEN_SINCE,
     IMPORT_CONVERSATION,
     LEFT_OUT_SENSITIVE_EPISODES,
     LEFT_OUT_SENSITIVE_RECORDS,
@@ -379,3 +380,37 @@ def test_without_held_drops_exactly_the_words_already_held(
     assert kept.not_imported.get(ALREADY_HELD, 0) == dropped
     cited = {e for r in kept.records for e in r.content.source_episode_ids}
     assert {e.episode_id for e in kept.episodes} == cited  # each text's own episode
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    pkg=_packages(),
+    forgotten_records=st.sets(st.integers(0, 500)),
+    forgotten_episodes=st.sets(st.integers(0, 7)),
+)
+def test_what_was_forgotten_since_the_export_is_never_planned(
+    pkg: ExportPackage, forgotten_records: set[int], forgotten_episodes: set[int]
+) -> None:
+    gone_records = {rid(n) for n in forgotten_records}
+    gone_episodes = {eid(n) for n in forgotten_episodes}
+    p = plan_import(
+        pkg,
+        now=NOW,
+        new_id=ids(),
+        forgotten_records=gone_records,
+        forgotten_episodes=gone_episodes,
+    )
+    wanted = [r.id for r in pkg.all_records() if r.id not in gone_records]
+    assert [r.original_id for r in p.records] == wanted  # nothing else is lost
+    assert not {e.original_id for e in p.episodes} & gone_episodes
+    planned_episodes = {e.episode_id for e in p.episodes}
+    for r in p.records:  # every kept record still rests on an episode the plan logs
+        assert (
+            r.content.source_episode_ids and set(r.content.source_episode_ids) <= planned_episodes
+        )
+    left_out = (len(pkg.all_records()) - len(wanted)) + len(
+        [e for e in pkg.episodes if e.id in gone_episodes]
+    )
+    assert p.not_imported.get(FORGOTTEN_SINCE, 0) == left_out
+    for held in apply_all(p).records.values():
+        assert held.lifecycle is LifecycleState.CANDIDATE
