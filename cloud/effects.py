@@ -7,8 +7,9 @@ Invariants:
   is a new sealed version pointing at the old one; state lives in ``records``.
 - Every op that touches a record ends with one ``record_state`` change and one
   ``record_events`` entry per touched record (the whole state after the op).
-- A forget marks skeletons, writes one key-destruction event per record (its version
-  keys, the source episodes it claims, the artifacts derived from it), marks every
+- A forget marks skeletons (their ``state_seq`` the forget's seq: whatever reads the
+  records changed since a seq sees it), writes one key-destruction event per record
+  (its version keys, the source episodes it claims, the artifacts derived from it), marks every
   device holding any of those items pending, and drops the record's subject-index,
   history-index, search-index (lexical and vector) and derivation rows; the keys themselves are
   destroyed after commit (``ensure_destroyed``). The destroyed episodes' waiting
@@ -406,6 +407,9 @@ class Forgetting:
         for record_id in records:
             seq = s.allocate_seq(space)
             s.mark_forgotten(space, record_id, now)
+            # the forget is the record's last state change: whatever reads records
+            # changed since a seq (the subset's facts cache) must see it
+            s.set_record_state(space, record_id, state_seq=seq)
             self.w.change(seq, "key_destruction", record_id=record_id, event_id=seq)
             s.add_record_event(
                 space,

@@ -9,6 +9,7 @@ from datetime import timedelta
 from typing import Any
 
 from cloud.service import CloudService
+from cloud.subset import FactsCache
 from protocol.messages import PinRequest, PullRequest, SubsetPolicyRequest
 from protocol.subset import SubsetBudget, SubsetPolicy, SubsetRules, choose
 from tests.cloud.conftest import Device, FakeClock, Ops, applied, new_user, push
@@ -83,3 +84,28 @@ def test_one_change_places_one_record_and_the_kept_choice_equals_a_full_choose(
     applied(push(service, laptop, ops.forget(records[3])))  # the pinned member is forgotten
     cursor = pull_all(service, phone, cursor)
     assert kept_choice(service, phone) == full_choose(service, phone, clock)
+
+
+def test_a_forgotten_record_leaves_the_kept_facts_and_choice_at_once(
+    service: CloudService, ops: Ops, clock: FakeClock
+) -> None:
+    """The oracle is a cache read from the store afresh: the kept facts are not allowed
+    to keep a forgotten record live (it would hold a budget slot a true fact needs)."""
+    laptop, phone = new_user(service, "ada", "laptop", "phone")
+    records = [remember(service, ops, laptop, n) for n in range(5)]
+    cursor = pull_all(service, phone, None)
+    tight = SubsetPolicy(budget=SubsetBudget(max_records=4))
+    service.set_subset_policy(phone.space_id, phone.device_id, SubsetPolicyRequest(policy=tight))
+    cursor = pull_all(service, phone, cursor)
+    applied(push(service, laptop, ops.forget(records[2])))
+    pull_all(service, phone, cursor)
+    with service.store.session(phone.space_id) as s:
+        kept = service.subsets.facts.facts(s, phone.space_id)
+        fresh = FactsCache(service.vault).facts(s, phone.space_id)
+        policy = service.subsets.policy(s, phone.space_id, phone.device_id)
+        members = s.subset_members(phone.space_id, phone.device_id)
+    assert kept == fresh and records[2] not in kept
+    choice = choose(fresh.values(), policy, set(), clock(), {})
+    assert kept_choice(service, phone) == choice
+    assert members == set(choice.members) and len(members) == 4
+    assert records[2] not in members
