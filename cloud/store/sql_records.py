@@ -33,7 +33,7 @@ from cloud.store.base import (
     RecordRow,
     VersionRow,
 )
-from cloud.store.migrations import LEGACY_EPISTEMIC_PLACEHOLDER
+from cloud.store.migration_steps import LEGACY_EPISTEMIC_PLACEHOLDER
 from cloud.store.sql_lineage import chunks
 
 _chunks = chunks
