@@ -65,7 +65,7 @@ class Accounts:
     def __init__(
         self,
         store: SqlStore,
-        key_store: SqliteKeyStore,
+        key_store: Callable[[], SqliteKeyStore],
         clock: Callable[[], datetime],
         random_bytes: Callable[[int], bytes],
         admission: Admission,
@@ -75,13 +75,17 @@ class Accounts:
         end_space: Callable[[str, EndReason], AccountEnd],
     ) -> None:
         self.store = store
-        self.key_store = key_store
+        self._key_store = key_store  # read at each call: an operator may reopen it
         self._clock = clock
         self._random = random_bytes
         self._admission = admission
         self._check_writable = check_writable
         self._mode = mode
         self._end_space = end_space
+
+    @property
+    def key_store(self) -> SqliteKeyStore:
+        return self._key_store()
 
     def add_user(self, name: str) -> tuple[str, str]:
         """Create a space for ``name``; return ``(space_id, one-time enrollment code)``."""

@@ -41,7 +41,7 @@ class Ending:
     def __init__(
         self,
         store: SqlStore,
-        key_store: SqliteKeyStore,
+        key_store: Callable[[], SqliteKeyStore],
         vault: Vault,
         search: SearchIndex,
         live: ChangeNotifier,
@@ -53,7 +53,7 @@ class Ending:
         sweep: Callable[[], None],
     ) -> None:
         self.store = store
-        self.key_store = key_store
+        self._key_store = key_store  # read at each call: an operator may reopen it
         self.vault = vault
         self.search = search
         self.live = live
@@ -62,6 +62,10 @@ class Ending:
         self._announce = announce
         self._check_writable = check_writable
         self._sweep = sweep
+
+    @property
+    def key_store(self) -> SqliteKeyStore:
+        return self._key_store()
 
     def end_space(self, space_id: str, reason: EndReason) -> AccountEnd:
         """End an account: everything of the space is forgotten in one transaction under

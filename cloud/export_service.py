@@ -56,7 +56,7 @@ class Exports:
         self,
         config: CloudConfig,
         store: SqlStore,
-        key_store: SqliteKeyStore,
+        key_store: Callable[[], SqliteKeyStore],
         vault: Vault,
         admission: Admission,
         *,
@@ -64,12 +64,16 @@ class Exports:
     ) -> None:
         self.config = config
         self.store = store
-        self.key_store = key_store
+        self._key_store = key_store  # read at each call: an operator may reopen it
         self.vault = vault
         self._admission = admission
         self._clock: Callable[[], datetime] = config.clock
         self._random = config.random_bytes
         self._sweep = sweep
+
+    @property
+    def key_store(self) -> SqliteKeyStore:
+        return self._key_store()
 
     def export(self, space_id: str, device_id: str, req: ExportRequest) -> Iterator[bytes]:
         """Start export ``req.export_id`` of the caller's whole space: the sealed stream's

@@ -193,7 +193,7 @@ class CloudService:
         check_writable = self.service_closing.check_writable
         self.ending = Ending(
             self.store,
-            self.key_store,
+            self._current_key_store,
             self.vault,
             self.search,
             self.live,
@@ -205,7 +205,7 @@ class CloudService:
         )
         self.accounts = Accounts(
             self.store,
-            self.key_store,
+            self._current_key_store,
             config.clock,
             config.random_bytes,
             self.admission,
@@ -222,13 +222,16 @@ class CloudService:
         self.exports = Exports(
             config,
             self.store,
-            self.key_store,
+            self._current_key_store,
             self.vault,
             self.admission,
             sweep=self.ensure_destroyed,
         )
         self.ensure_destroyed()
         self.enforce_closing()
+
+    def _current_key_store(self) -> SqliteKeyStore:
+        return self.key_store  # the parts read it at each call: it may be reopened
 
     @property
     def key_store_path(self) -> Path:
