@@ -32,6 +32,7 @@ from enum import StrEnum
 
 from cloud.effects import EffectWriter, Forgetting
 from cloud.store.base import SpaceEndRow, StoreSession
+from cloud.store.rooms.end import EndRoom
 from cloud.vault import Vault
 from protocol.messages import PendingDevice
 from protocol.operations import Receipt
@@ -65,7 +66,7 @@ class AccountEnd:
     pending: tuple[PendingDevice, ...]
 
 
-def account_end(s: StoreSession, end: SpaceEndRow) -> AccountEnd:
+def account_end(s: EndRoom, end: SpaceEndRow) -> AccountEnd:
     return AccountEnd(
         space_id=end.space_id,
         ended_at=end.ended_at,

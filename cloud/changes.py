@@ -16,7 +16,7 @@ from nacl.public import PublicKey, SealedBox
 
 from cloud.errors import StoreError
 from cloud.store.base import ChangeRow, StoreSession
-from cloud.store.sql_memory import EPISODES_ONLY
+from cloud.store.sql_lineage import EPISODES_ONLY
 from cloud.vault import Vault
 from protocol.messages import (
     AnyChange,

@@ -21,17 +21,25 @@ Invariants:
   (``ClosingWatch``), and at once when it changed the state itself, so every process
   sharing a store agrees within ``REFRESH``; the per-request check is a comparison of
   the clock with the cached state.
+- ``Closing`` (the service's side) refuses writes from ``closes_at`` on
+  (``ServiceClosed``) and, once closed, ends every space that has not ended; one
+  thread of a process at a time runs that enforcement.
 """
 
 from __future__ import annotations
 
+import logging
 import threading
 from collections.abc import Callable
 from datetime import datetime, timedelta
 
-from cloud.errors import ClosingRefused
+from cloud.account_end import AccountEnd, EndReason
+from cloud.errors import ClosingRefused, ServiceClosed
+from cloud.store import SqlStore
 from cloud.store.base import ServiceStateRow
 from protocol.messages import ServiceMode, ServiceStatus, closing_header
+
+log = logging.getLogger("memsync.cloud")
 
 REFRESH = timedelta(seconds=5)
 
@@ -176,3 +184,96 @@ class ClosingWatch:
 
     def enforced(self, state: ServiceStateRow | None) -> None:
         self._enforced = state
+
+
+class Closing:
+    """The closing as the service runs it: its state read through ``watch``, the writes
+    that announce or cancel it, and the end of every account once it is closed."""
+
+    def __init__(
+        self,
+        store: SqlStore,
+        clock: Callable[[], datetime],
+        region: str,
+        end_space: Callable[[str, EndReason], AccountEnd],
+    ) -> None:
+        self.store = store
+        self._clock = clock
+        self.region = region
+        self._end_space = end_space
+        self.watch = ClosingWatch(self.read_state)
+        self._enforcing = threading.Lock()
+
+    def read_state(self) -> ServiceStateRow | None:
+        with self.store.session() as s:
+            return s.service_state()
+
+    def mode(self, now: datetime | None = None) -> ServiceMode:
+        now = self._clock() if now is None else now
+        return mode_at(self.watch.state(now), now)
+
+    def check_writable(self, now: datetime, what: str) -> None:
+        """``ServiceClosed`` from ``closes_at`` on: the service takes no more writes."""
+        state = self.watch.state(now)
+        if mode_at(state, now) in (ServiceMode.EXPORT_ONLY, ServiceMode.CLOSED):
+            assert state is not None
+            raise ServiceClosed(refusal(state, what))
+
+    def status(self) -> ServiceStatus:
+        """The region and where the service is in a shutdown (``GET /v1/service``)."""
+        now = self._clock()
+        return status(self.watch.state(now), self.region, now)
+
+    def announce(self, closes_at: datetime, export_until: datetime | None = None) -> ServiceStatus:
+        """Put the service into closing mode: everything works until ``closes_at``, export
+        stays open until ``export_until`` (default: ``closes_at``), then every account
+        ends. ``ClosingRefused`` (nothing stored) for dates in the past or out of order."""
+        now = self._clock()
+        state = announced(self.region, now, closes_at, export_until)
+        with self.store.session() as s:
+            s.put_service_state(state)
+        self.watch.changed(state, now)
+        log.warning(
+            "the service closes at %s; export stays open until %s",
+            closes_at.isoformat(),
+            state.export_until.isoformat() if state.export_until else closes_at.isoformat(),
+        )
+        return status(state, self.region, now)
+
+    def cancel(self) -> ServiceStatus:
+        """Call off an announced closing (only before ``closes_at``)."""
+        now = self._clock()
+        with self.store.session() as s:
+            state = cancelled(s.service_state(), self.region, now)
+            s.put_service_state(state)
+        self.watch.changed(state, now)
+        log.warning("the closing of the service was cancelled")
+        return status(state, self.region, now)
+
+    def enforce(self) -> list[AccountEnd]:
+        """Once the service is closed (after ``export_until``), end every space that has
+        not ended (reason ``service_shutdown``), exactly like a deletion. Idempotent; runs
+        at start-up, on requests and from the CLI. Another thread of this process already
+        at it: returns at once (its ends are not listed)."""
+        now = self._clock()
+        state = self.watch.state(now)
+        if mode_at(state, now) is not ServiceMode.CLOSED:
+            return []
+        if not self._enforcing.acquire(blocking=False):
+            return []
+        try:
+            with self.store.session() as s:
+                open_spaces = s.space_ids()
+            ends = [self._end_space(space, EndReason.SERVICE_SHUTDOWN) for space in open_spaces]
+            self.watch.enforced(state)
+            return ends
+        finally:
+            self._enforcing.release()
+
+    def tick(self) -> None:
+        """What each HTTP request runs first (in a worker thread, only when needed): read
+        the stored state if the cached copy is stale, and end every account once closed."""
+        now = self._clock()
+        self.watch.state(now)
+        if self.watch.owes_enforcement(now):
+            self.enforce()

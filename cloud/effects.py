@@ -42,7 +42,7 @@ from cloud.store.base import (
     StoreSession,
     VersionRow,
 )
-from cloud.store.sql_memory import EPISODES_ONLY
+from cloud.store.sql_lineage import EPISODES_ONLY
 from cloud.vault import Vault
 from protocol import subjects
 from protocol.consolidation import accounted

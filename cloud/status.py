@@ -13,7 +13,7 @@ from __future__ import annotations
 from datetime import datetime
 
 from cloud.errors import NotFound
-from cloud.store.base import StoreSession
+from cloud.store.rooms.records import RecordsRoom
 from protocol.ids import RecordId
 from protocol.messages import Envelope, RecordState
 from protocol.model import LifecycleState
@@ -39,7 +39,7 @@ def _missing(record_id: str) -> NotFound:
     return NotFound(f"record {record_id} does not exist in this space")
 
 
-def record_state(s: StoreSession, space_id: str, record_id: str) -> RecordState:
+def record_state(s: RecordsRoom, space_id: str, record_id: str) -> RecordState:
     row = s.record(space_id, record_id)
     if row is None:
         raise _missing(record_id)
@@ -61,7 +61,7 @@ def record_state(s: StoreSession, space_id: str, record_id: str) -> RecordState:
     )
 
 
-def as_of(s: StoreSession, space_id: str, record_id: str, when: datetime) -> AsOf:
+def as_of(s: RecordsRoom, space_id: str, record_id: str, when: datetime) -> AsOf:
     if s.record(space_id, record_id) is None:
         raise _missing(record_id)
     events = s.record_events(space_id, record_id)

@@ -1,4 +1,5 @@
-"""Record stores: one interface (``base``), one SQL implementation for SQLite and PostgreSQL."""
+"""Record stores: one interface (``base``, split by room in ``rooms``), one SQL implementation
+for SQLite and PostgreSQL (``sql`` and one ``sql_*`` mixin per room)."""
 
 from __future__ import annotations
 

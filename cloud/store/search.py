@@ -1,4 +1,5 @@
-"""Queries for the retrieval indexes (migration 4): the lexical index and sealed vectors.
+"""The search room (``cloud.store.rooms.search``): queries for the retrieval indexes
+(migration 4), the lexical index and sealed vectors.
 
 Invariants:
 - Every query names the space, and an index only ever answers record ids (with a
@@ -26,7 +27,7 @@ from sqlalchemy import Connection, and_, bindparam, delete, func, insert, or_, s
 
 from cloud.store import schema as t
 from cloud.store.base import VersionRow
-from cloud.store.sql_memory import chunks
+from cloud.store.sql_lineage import chunks
 
 FORGOTTEN = "permanently_forgotten"
 # PostgreSQL's text-search parser reads a token like "2e6ab..." as a number followed by

@@ -1,4 +1,5 @@
-"""The record store's queries for the end of an account and the service's closing.
+"""The end room (``cloud.store.rooms.end``): the end of an account and the service's
+closing.
 
 Invariants:
 - An ended space keeps its row (id, ``ended_at``, ``end_reason``, ``keys_destroyed_at``)
@@ -104,22 +105,6 @@ class EndQueries:
         )
         self.conn.execute(
             delete(t.conversation_episodes).where(t.conversation_episodes.c.space_id == space_id)
-        )
-
-    def receipts_of(self, space_id: str) -> list[tuple[str, str]]:
-        """``(op_id, receipt JSON)`` of every receipt stored for the space."""
-        c = t.applied_ops.c
-        rows = self.conn.execute(
-            select(c.op_id, c.receipt).where(c.space_id == space_id).order_by(c.op_id)
-        )
-        return [(r[0], r[1]) for r in rows]
-
-    def replace_receipt(self, space_id: str, op_id: str, receipt_json: str) -> None:
-        c = t.applied_ops.c
-        self.conn.execute(
-            update(t.applied_ops)
-            .where(c.space_id == space_id, c.op_id == op_id)
-            .values(receipt=receipt_json)
         )
 
     def pending_devices(self, space_id: str) -> list[PendingDeviceRow]:

@@ -1,5 +1,6 @@
-"""Queries an export needs: keyset pages of a space's records and episodes, the
-version chains of one page, the devices' history, and the ``exports`` table.
+"""The export room (``cloud.store.rooms.export``): keyset pages of a space's records and
+episodes, the version chains of one page, the devices' history, and the ``exports``
+table.
 
 Invariants:
 - Every query names the space.
@@ -20,7 +21,7 @@ from sqlalchemy import Connection, insert, select, update
 from cloud.store import schema as t
 from cloud.store import statements as q
 from cloud.store.base import DeviceHistoryRow, EpisodeRow, ExportRow, RecordRow, VersionRow
-from cloud.store.sql_memory import chunks
+from cloud.store.sql_lineage import chunks
 
 FORGOTTEN = "permanently_forgotten"
 

@@ -1,4 +1,5 @@
-"""Queries for the operator: the list of spaces, and the counts ``/metrics`` shows.
+"""The operator room (``cloud.store.rooms.operator``): the list of spaces, and the
+counts ``/metrics`` shows.
 
 Invariants:
 - Every answer is ids, names the operator gave (``add-user``), times, states and

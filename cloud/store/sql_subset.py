@@ -1,4 +1,5 @@
-"""The record store's queries for the device subset (``cloud.subset``).
+"""The subset room (``cloud.store.rooms.subset``): the record store's queries for the
+device subset (``cloud.subset``).
 
 Invariants:
 - Every query names the space and, but for record uses, the device.
@@ -20,7 +21,7 @@ from sqlalchemy import Connection, Table, delete, func, insert, or_, select, upd
 from cloud.store import schema as t
 from cloud.store import statements as q
 from cloud.store.base import RecordRow, SubsetLogRow, SubsetStateRow
-from cloud.store.sql_memory import chunks
+from cloud.store.sql_lineage import chunks
 
 
 def _aware(value: Any) -> datetime:

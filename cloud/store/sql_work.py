@@ -1,5 +1,5 @@
-"""Queries for the consolidator's work queue (migration 5): ``work_items`` and
-``ended_conversations``.
+"""The work room (``cloud.store.rooms.work``): the consolidator's work queue (migration
+5), ``work_items``, ``ended_conversations`` and ``conversation_episodes``.
 
 Invariants:
 - Every query of one space names it; only ``claim_work`` and ``space_ids`` look across
@@ -35,7 +35,7 @@ from cloud.errors import StoreError
 from cloud.store import schema as t
 from cloud.store import statements as q
 from cloud.store.base import WHOLE_EPISODE, WORK_KINDS, WorkItemRow
-from cloud.store.sql_memory import chunks
+from cloud.store.sql_lineage import chunks
 
 WAITING, DONE, DROPPED = "waiting", "done", "dropped"
 _w = t.work_items.c

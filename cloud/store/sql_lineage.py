@@ -1,9 +1,8 @@
-"""Queries for the memory-record tables: account keys, the record history log,
-artifacts, derivations, the subject index and projects.
+"""The lineage room (``cloud.store.rooms.lineage``): what was derived from what
+(``derivations``), the subject index and the history index.
 
 Invariants:
 - Every query names the space.
-- ``artifacts`` and ``record_events`` are only ever inserted (triggers refuse the rest).
 - ``derivations``, ``subject_index`` and ``history_index`` are indexes, not content:
   they hold plaintext ids and keyed hashes only, and a forget deletes the rows of what
   it forgot.
@@ -14,11 +13,11 @@ from __future__ import annotations
 from collections.abc import Iterable, Iterator, Sequence
 from typing import Any
 
-from sqlalchemy import Connection, Table, and_, delete, func, insert, or_, select, update
+from sqlalchemy import Connection, Table, and_, delete, func, or_, select
 
 from cloud.store import schema as t
 from cloud.store import statements as q
-from cloud.store.base import ArtifactRow, DerivationRow, ProjectRow, RecordEventRow
+from cloud.store.base import DerivationRow
 
 _CHUNK = 500
 # the record id of a forget event that destroys episodes no forgotten record names
@@ -31,7 +30,7 @@ def chunks(items: list[Any]) -> Iterator[list[Any]]:
         yield items[start : start + _CHUNK]
 
 
-class MemoryQueries:
+class LineageQueries:
     """Mixed into ``SqlSession``; ``conn`` is that session's connection."""
 
     conn: Connection
@@ -41,81 +40,6 @@ class MemoryQueries:
         if not rows:
             return
         self.conn.execute(q.insert_ignore(self._dialect, table), rows)
-
-    # --- the account key (strong authentication) ------------------------------------
-
-    def account_key(self, space_id: str) -> bytes | None:
-        c = t.spaces.c
-        value = self.conn.execute(
-            select(c.account_key).where(c.space_id == space_id)
-        ).scalar_one_or_none()
-        return None if value is None else bytes(value)
-
-    def set_account_key(self, space_id: str, key: bytes) -> None:
-        c = t.spaces.c
-        self.conn.execute(
-            update(t.spaces)
-            .where(c.space_id == space_id, c.account_key.is_(None))
-            .values(account_key=key)
-        )
-
-    # --- episodes and record history -------------------------------------------------
-
-    def all_episode_ids(self, space_id: str) -> list[str]:
-        c = t.episodes.c
-        rows = self.conn.execute(
-            select(c.episode_id).where(c.space_id == space_id).order_by(c.episode_id)
-        )
-        return [r[0] for r in rows]
-
-    def add_record_event(self, space_id: str, row: RecordEventRow) -> None:
-        self.conn.execute(
-            q.INSERT_RECORD_EVENT,
-            {
-                "space_id": space_id,
-                "record_id": row.record_id,
-                "seq": row.seq,
-                "at": row.at,
-                "kind": row.kind,
-                "lifecycle": row.lifecycle,
-                "version": row.version,
-            },
-        )
-
-    def record_events(self, space_id: str, record_id: str) -> list[RecordEventRow]:
-        c = t.record_events.c
-        rows = self.conn.execute(
-            select(c.record_id, c.seq, c.at, c.kind, c.lifecycle, c.version)
-            .where(c.space_id == space_id, c.record_id == record_id)
-            .order_by(c.seq)
-        )
-        return [RecordEventRow(r[0], int(r[1]), r[2], r[3], r[4], r[5]) for r in rows]
-
-    # --- artifacts --------------------------------------------------------------------
-
-    def insert_artifact(self, space_id: str, row: ArtifactRow) -> None:
-        self.conn.execute(
-            insert(t.artifacts).values(
-                space_id=space_id,
-                artifact_id=row.artifact_id,
-                created_at=row.created_at,
-                key_id=row.key_id,
-                sealed_content=row.sealed_content,
-            )
-        )
-
-    def artifacts(self, space_id: str, artifact_ids: Iterable[str]) -> dict[str, ArtifactRow]:
-        c = t.artifacts.c
-        out: dict[str, ArtifactRow] = {}
-        for chunk in chunks(sorted(set(artifact_ids))):
-            rows = self.conn.execute(
-                select(c.artifact_id, c.created_at, c.key_id, c.sealed_content).where(
-                    c.space_id == space_id, c.artifact_id.in_(chunk)
-                )
-            )
-            for r in rows:
-                out[r[0]] = ArtifactRow(r[0], r[1], r[2], bytes(r[3]))
-        return out
 
     # --- derivations ------------------------------------------------------------------
 
@@ -256,18 +180,3 @@ class MemoryQueries:
             self.conn.execute(
                 delete(t.history_index).where(c.space_id == space_id, c.record_id.in_(chunk))
             )
-
-    # --- projects ---------------------------------------------------------------------
-
-    def projects(self, space_id: str) -> dict[str, ProjectRow]:
-        rows = self.conn.execute(q.PROJECTS, {"sp": space_id})
-        return {r[0]: ProjectRow(r[0], bool(r[1]), r[2], int(r[3])) for r in rows}
-
-    def set_project(self, space_id: str, row: ProjectRow) -> None:
-        c = t.projects.c
-        values = {"is_open": row.open, "updated_at": row.updated_at, "seq": row.seq}
-        done = self.conn.execute(
-            update(t.projects).where(c.space_id == space_id, c.name == row.name).values(**values)
-        )
-        if done.rowcount == 0:
-            self.conn.execute(insert(t.projects).values(space_id=space_id, name=row.name, **values))
