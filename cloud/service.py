@@ -75,6 +75,7 @@ from sqlalchemy.exc import DBAPIError
 
 from cloud import closing
 from cloud.account_end import AccountEnd, EndReason, account_end, end_in_transaction, why
+from cloud.account_key import change_account_key
 from cloud.changes import ChangeReader
 from cloud.config import CloudConfig
 from cloud.effects import SYSTEM_ACTOR, EffectWriter
@@ -127,6 +128,7 @@ from protocol.ids import is_id, make_id
 from protocol.messages import (
     RECALL_UNINDEXED_SINCE,
     SUBSET_SINCE,
+    AccountKeyChangeRequest,
     AccountKeyRequest,
     AccountKeyResponse,
     AckRequest,
@@ -381,6 +383,12 @@ class CloudService:
                     "the account passphrase is not this account's (nothing was changed)"
                 )
         return AccountKeyResponse(account_key=registered)
+
+    def change_account_key(
+        self, space_id: str, device_id: str, req: AccountKeyChangeRequest
+    ) -> AccountKeyResponse:
+        """The user changed the account passphrase (``cloud.account_key``)."""
+        return change_account_key(self.store, self._enrolled, space_id, device_id, req)
 
     def authenticate(self, credential: str) -> tuple[str, str]:
         """``(space_id, device_id)`` of a device credential; ``Unauthorized`` otherwise,

@@ -135,6 +135,19 @@ class AccountKeyResponse(Envelope):
     account_key: B64Bytes
 
 
+class AccountKeyChangeRequest(Envelope):
+    """``POST /v1/account-key/change``: the user changed the account passphrase.
+    ``account_key`` is the key derived from the new one; ``proof`` is the current key's
+    signature and ``new_proof`` the new key's over ``protocol.strongauth``'s
+    ``change_key_challenge(space, request_id, account_key)``. The cloud replaces its key
+    only when both verify; the same request again, once done, answers the same."""
+
+    request_id: RequestId
+    account_key: B64Bytes
+    proof: B64Bytes
+    new_proof: B64Bytes
+
+
 # --- push --------------------------------------------------------------------------
 
 
