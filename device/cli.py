@@ -10,7 +10,7 @@ data-printing command takes ``--json``. The commands live in one module per conc
 ``account_cli`` (init, enroll, account-key, delete-account), ``memory_cli`` (the
 writes), ``reading_cli`` (the reads), ``forget_cli`` (forget, pending), ``online_cli``
 (sync, live, export, ui), ``subset_cli`` and ``status_cli``; each reaches its device
-only through the ``Door`` built here, whose calls look up ``_open``, ``_create`` and
+only through the ``Door`` built here, whose calls look up ``_open``, ``_read``, ``_create`` and
 ``_wait_for_interrupt`` in this module when a command runs (tests replace them). The
 agent, the store and the sync client load only when a command runs.
 """
@@ -41,6 +41,7 @@ from protocol.errors import ProtocolError
 
 if TYPE_CHECKING:  # the agent, the store and the sync client load when a command runs
     from device.agent import DeviceAgent
+    from device.listing import Records
 
 __all__ = ["DEFAULT_WAIT", "CliError", "closing_notice", "main", "register"]
 
@@ -49,6 +50,12 @@ def _open(args: argparse.Namespace) -> DeviceAgent:
     from device.agent import DeviceAgent
 
     return DeviceAgent.open(Path(args.dir), _passphrase())
+
+
+def _read(args: argparse.Namespace) -> Records:
+    from device.listing import open_records
+
+    return open_records(Path(args.dir), _passphrase())
 
 
 def _create(args: argparse.Namespace, passphrase: str) -> DeviceAgent:
@@ -71,6 +78,7 @@ def _door() -> Door:
     up in this module when it runs."""
     return Door(
         open=lambda args: _open(args),
+        read=lambda args: _read(args),
         create=lambda args, passphrase: _create(args, passphrase),
         wait_for_interrupt=lambda: _wait_for_interrupt(),
         open_browser=lambda url: webbrowser.open(url),

@@ -27,6 +27,7 @@ from protocol.operations import EffectKind
 
 if TYPE_CHECKING:  # the agent and the store load when a command runs
     from device.agent import DeviceAgent
+    from device.listing import Records
     from device.views import LocalResult, RecordView
 
 Handler = Callable[[argparse.Namespace], int]
@@ -39,10 +40,11 @@ class CliError(Exception):
 
 @dataclass(frozen=True, kw_only=True)
 class Door:
-    """How a command reaches its device and the user's desktop: open a device, create
-    one, wait for Ctrl-C, open a link in the browser."""
+    """How a command reaches its device and the user's desktop: open a device (or only
+    its records), create one, wait for Ctrl-C, open a link in the browser."""
 
     open: Callable[[argparse.Namespace], DeviceAgent]
+    read: Callable[[argparse.Namespace], Records]  # ``device.listing``: no agent
     create: Callable[[argparse.Namespace, str], DeviceAgent]
     wait_for_interrupt: Callable[[], None]
     open_browser: Callable[[str], object]

@@ -9,6 +9,7 @@ says in words why each item waits; every command takes ``--json``.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import dataclasses
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
@@ -100,14 +101,14 @@ def _recall(args: argparse.Namespace, door: Door) -> int:
 
 
 def _list(args: argparse.Namespace, door: Door) -> int:
-    with door.open(args) as agent:
-        show_views(args, agent.list_records(), "No records.")
+    with contextlib.closing(door.read(args)) as device:
+        show_views(args, device.list_records(), "No records.")
     return 0
 
 
 def _know(args: argparse.Namespace, door: Door) -> int:
-    with door.open(args) as agent:
-        show_views(args, agent.what_do_you_know(), "I don't know anything about you yet.")
+    with contextlib.closing(door.read(args)) as device:
+        show_views(args, device.what_do_you_know(), "I don't know anything about you yet.")
     return 0
 
 
