@@ -81,6 +81,7 @@ from protocol.messages import (
     CLOSING_HEADER,
     DELETE_ACCOUNT_SINCE,
     SUBSET_SINCE,
+    AccountKeyChangeRequest,
     AccountKeyRequest,
     AckRequest,
     DeleteAccountRequest,
@@ -429,6 +430,12 @@ def create_app(config: CloudConfig) -> FastAPI:
         space_id, device_id = await who(request)
         req = await body(request, AccountKeyRequest)
         return answer(request, await call(service.register_account_key, space_id, device_id, req))
+
+    @app.post("/v1/account-key/change")
+    async def change_account_key(request: Request) -> Response:
+        space_id, device_id = await who(request)
+        req = await body(request, AccountKeyChangeRequest)
+        return answer(request, await call(service.change_account_key, space_id, device_id, req))
 
     @app.post("/v1/export")
     async def export(request: Request) -> Response:

@@ -31,6 +31,7 @@ from pydantic.json_schema import JsonSchemaMode, models_json_schema
 from cloud import closing
 from protocol.export.stream import MEDIA_TYPE as EXPORT_MEDIA_TYPE
 from protocol.messages import (
+    AccountKeyChangeRequest,
     AccountKeyRequest,
     AccountKeyResponse,
     AckRequest,
@@ -66,7 +67,11 @@ BEARER = "bearer"
 BASE64_PATTERN = r"^(?:[A-Za-z0-9+/]{4})*(?:[A-Za-z0-9+/]{2}==|[A-Za-z0-9+/]{3}=)?$"
 # exactly 32 bytes (an X25519 or Ed25519 public key): 43 characters and one "="
 KEY_32_PATTERN = r"^[A-Za-z0-9+/]{42}[AEIMQUYcgkosw048]=$"
-KEY_32_FIELDS = {("EnrollRequest", "public_key"), ("AccountKeyRequest", "account_key")}
+KEY_32_FIELDS = {
+    ("EnrollRequest", "public_key"),
+    ("AccountKeyRequest", "account_key"),
+    ("AccountKeyChangeRequest", "account_key"),
+}
 RECORD_ID_PATTERN = r"^rec_[a-z0-9]{8,64}$"
 
 ERROR_MEANINGS: dict[int, str] = {
@@ -158,6 +163,13 @@ CONTRACTS: dict[tuple[str, str], RouteContract] = {
         request=AccountKeyRequest,
         response=AccountKeyResponse,
         errors=(*BODY_ERRORS, 401, 409),
+    ),
+    ("POST", "/v1/account-key/change"): RouteContract(
+        summary="Change the account's verify key (a new account passphrase), proved by the "
+        "current key and the new one",
+        request=AccountKeyChangeRequest,
+        response=AccountKeyResponse,
+        errors=(*BODY_ERRORS, 401, 403),
     ),
     ("POST", "/v1/export"): RouteContract(
         summary="Export the whole space as one package, sealed to the asking device "

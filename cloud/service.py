@@ -56,6 +56,7 @@ from pydantic import ValidationError
 
 from cloud import closing
 from cloud.account_end import AccountEnd, EndReason
+from cloud.account_key import change_account_key
 from cloud.accounts import Accounts
 from cloud.admission import Admission
 from cloud.changes import ChangeReader
@@ -96,6 +97,7 @@ from protocol.export.package import PackageHeader
 from protocol.ids import is_id
 from protocol.messages import (
     SUBSET_SINCE,
+    AccountKeyChangeRequest,
     AccountKeyRequest,
     AccountKeyResponse,
     AckRequest,
@@ -262,6 +264,12 @@ class CloudService:
         self, space_id: str, device_id: str, req: AccountKeyRequest
     ) -> AccountKeyResponse:
         return self.accounts.register_account_key(space_id, device_id, req)
+
+    def change_account_key(
+        self, space_id: str, device_id: str, req: AccountKeyChangeRequest
+    ) -> AccountKeyResponse:
+        """The user changed the account passphrase (``cloud.account_key``)."""
+        return change_account_key(self.store, self._enrolled, space_id, device_id, req)
 
     def authenticate(self, credential: str) -> tuple[str, str]:
         """``(space_id, device_id)`` of a device credential (``cloud.accounts``)."""

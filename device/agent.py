@@ -59,7 +59,9 @@ from device import (
     shred,
     store,
 )
+from device import account_key as account_keys
 from device import subset as device_subset
+from device.account_key import KeyChange
 from device.changes import (
     Cause,
     ChangeFeed,
@@ -543,6 +545,20 @@ class DeviceAgent:
     @property
     def account_key(self) -> bytes | None:
         return store.get_meta(self._db).account_key
+
+    def change_account_passphrase(self, current: str, new: str) -> KeyChange:
+        """Change the account passphrase (``device.account_key.change``)."""
+        self._writable("changing the account passphrase")
+        with self._revocable():
+            return account_keys.change(
+                self._db, self._cloud, current, new, random_bytes=self._random
+            )
+
+    def learn_account_key(self, account_passphrase: str) -> bool:
+        """Take a passphrase changed on another device (``device.account_key.learn``)."""
+        self._writable("checking the account passphrase")
+        with self._revocable():
+            return account_keys.learn(self._db, self._cloud, account_passphrase)
 
     # --- local operations ------------------------------------------------------------
 

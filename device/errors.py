@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from protocol.messages import ErrorCode
+from protocol.error_codes import ErrorCode
 
 
 class DeviceError(Exception):

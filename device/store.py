@@ -22,8 +22,7 @@ from device.db import Database
 from device.keys import open_item
 from device.sync_state import SyncState
 from protocol.errors import SealError
-from protocol.messages import EpisodeContent
-from protocol.model import RecordContent
+from protocol.model import EpisodeContent, RecordContent
 
 SYNC_STATES = tuple(SyncState)
 

@@ -20,11 +20,11 @@ from typing import Annotated, Any, Literal
 from pydantic import Field, TypeAdapter
 
 from protocol.confidence import ConfidenceClass
+from protocol.error_codes import ErrorCode as ErrorCode  # re-exported: the wire's codes
 from protocol.errors import UnsupportedProtocolVersion
 from protocol.export.package import ExportId
 from protocol.ids import (
     ArtifactId,
-    ConversationId,
     DeviceId,
     EpisodeId,
     RecordId,
@@ -38,11 +38,9 @@ from protocol.model import (
     LifecycleState,
     ProjectName,
     Sensitivity,
-    SourceId,
-    SourceKind,
-    Text,
     UsageRestriction,
 )
+from protocol.model import EpisodeContent as EpisodeContent  # re-exported: sealed episodes
 from protocol.operations import MAX_OPS_PER_PUSH, Receipt
 from protocol.retrieval.task import Relation
 from protocol.subset import SubsetPolicy, SubsetView
@@ -71,27 +69,6 @@ def peek_version(raw: Mapping[str, Any], supported: VersionRange = SUPPORTED_VER
         low, high = supported
         raise UnsupportedProtocolVersion(None, low, high)
     return check_version(raw["protocol_version"], supported)
-
-
-class ErrorCode(StrEnum):
-    UNSUPPORTED_PROTOCOL_VERSION = "unsupported_protocol_version"
-    MALFORMED_REQUEST = "malformed_request"
-    REQUEST_TOO_LARGE = "request_too_large"
-    UNAUTHORIZED = "unauthorized"
-    NOT_FOUND = "not_found"
-    PULL_REQUIRED = "pull_required"
-    ENROLLMENT_REFUSED = "enrollment_refused"
-    MALFORMED_CURSOR = "malformed_cursor"
-    ACCOUNT_KEY_MISMATCH = "account_key_mismatch"
-    DEVICE_REVOKED = "device_revoked"
-    RESYNC_REQUIRED = "resync_required"
-    ACCOUNT_ENDED = "account_ended"  # the space ended: the device must wipe its copy
-    SERVICE_CLOSED = "service_closed"  # the service closed: only export stays open
-    STRONG_AUTH_REQUIRED = "strong_auth_required"  # no account key, or a bad proof
-    EXPORT_ID_USED = "export_id_used"  # 409: an export id starts one export only
-    EXPORT_UNAVAILABLE = "export_unavailable"  # 503: a store it needs cannot be read
-    PIN_REFUSED = "pin_refused"  # 409 (protocol 3): forgotten record, or too many pins
-    STORE_TOO_NEW = "store_too_new"  # 503: a newer memsync migrated the store; this one stops
 
 
 class ErrorBody(Envelope):
@@ -135,6 +112,19 @@ class AccountKeyResponse(Envelope):
     account_key: B64Bytes
 
 
+class AccountKeyChangeRequest(Envelope):
+    """``POST /v1/account-key/change``: the user changed the account passphrase.
+    ``account_key`` is the key derived from the new one; ``proof`` is the current key's
+    signature and ``new_proof`` the new key's over ``protocol.strongauth``'s
+    ``change_key_challenge(space, request_id, account_key)``. The cloud replaces its key
+    only when both verify; the same request again, once done, answers the same."""
+
+    request_id: RequestId
+    account_key: B64Bytes
+    proof: B64Bytes
+    new_proof: B64Bytes
+
+
 # --- push --------------------------------------------------------------------------
 
 
@@ -149,15 +139,6 @@ class PushResponse(Envelope):
 
 
 # --- pull --------------------------------------------------------------------------
-
-
-class EpisodeContent(WireModel):
-    """What an episode seals: its words and where they came from."""
-
-    conversation_id: ConversationId
-    text: Text
-    source_kind: SourceKind = SourceKind.USER_STATEMENT
-    source_id: SourceId | None = None
 
 
 class RecordVersionChange(WireModel):

@@ -427,3 +427,13 @@ class ArtifactContent(WireModel):
 
     kind: ArtifactKind
     payload: Annotated[str, Field(max_length=200_000)]
+
+
+class EpisodeContent(WireModel):
+    """What an episode seals: its words and where they came from (sealed on both
+    sides; ``protocol.messages`` re-exports it)."""
+
+    conversation_id: ConversationId
+    text: Text
+    source_kind: SourceKind = SourceKind.USER_STATEMENT
+    source_id: SourceId | None = None

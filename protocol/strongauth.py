@@ -6,7 +6,10 @@ signature over a challenge that binds space, op id and area, so it cannot be rep
 for another op, another area or another space. A proof for deleting the account binds
 space and request id under its own challenge prefix, so no forget proof can delete an
 account and no deletion proof can forget. Salt and cost are fixed per space, so every
-device derives the same key from the same passphrase.
+device derives the same key from the same passphrase. Changing the passphrase replaces
+the key: a change is proved by the current key AND the new one over one challenge that
+binds space, request id and the new key, so a proof can neither install another key nor
+be replayed for another space.
 """
 
 from __future__ import annotations
@@ -88,6 +91,29 @@ def prove_delete_account(key: SigningKey, space_id: str, request_id: str) -> byt
 def verify_delete_account(verify_key: bytes, proof: bytes, space_id: str, request_id: str) -> bool:
     try:
         VerifyKey(verify_key).verify(delete_account_challenge(space_id, request_id), proof)
+    except (BadSignatureError, ValueError, TypeError):
+        return False
+    return True
+
+
+# --- changing the account passphrase ---------------------------------------------------
+
+
+def change_key_challenge(space_id: str, request_id: str, new_key: bytes) -> bytes:
+    return f"memsync/1|change_account_key|{space_id}|{request_id}|{new_key.hex()}".encode()
+
+
+def prove_change_key(key: SigningKey, space_id: str, request_id: str, new_key: bytes) -> bytes:
+    """A signature over the change challenge: made with the current key (the proof) and
+    with the new key (the new key's owner asks for it)."""
+    return key.sign(change_key_challenge(space_id, request_id, new_key)).signature
+
+
+def verify_change_key(
+    verify_key: bytes, proof: bytes, space_id: str, request_id: str, new_key: bytes
+) -> bool:
+    try:
+        VerifyKey(verify_key).verify(change_key_challenge(space_id, request_id, new_key), proof)
     except (BadSignatureError, ValueError, TypeError):
         return False
     return True

@@ -372,6 +372,17 @@ class AccountQueries:
             .values(account_key=key)
         )
 
+    def replace_account_key(self, space_id: str, old: bytes, new: bytes) -> bool:
+        """Swap the space's account key ``old`` for ``new``; False (nothing written) when
+        ``old`` is not the key registered now."""
+        c = t.spaces.c
+        done = self.conn.execute(
+            update(t.spaces)
+            .where(c.space_id == space_id, c.account_key == old)
+            .values(account_key=new)
+        )
+        return bool(done.rowcount == 1)
+
 
 class SqlSession(
     AccountQueries,

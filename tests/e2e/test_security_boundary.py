@@ -192,6 +192,7 @@ ROUTES: dict[tuple[str, str], dict[str, Any]] = {
     ("POST", "/v1/recall"): {},
     ("POST", "/v1/ack"): {},
     ("POST", "/v1/account-key"): {},
+    ("POST", "/v1/account-key/change"): {},
     ("POST", "/v1/wiped"): {},
     ("POST", "/v1/export"): {},
     ("GET", "/v1/forgets/pending"): {},
@@ -278,6 +279,18 @@ def test_no_route_reaches_another_space(cloud: RunningCloud, tmp_path: Path) -> 
                 ("POST", "/v1/account-key"): http.post(
                     "/v1/account-key", headers={}, json={**v1, "account_key": "A" * 43 + "="}
                 ),
+                # the stranger's credential decides the space: it can only change its own
+                ("POST", "/v1/account-key/change"): http.post(
+                    "/v1/account-key/change",
+                    headers=theirs,
+                    json={
+                        **v1,
+                        "request_id": "req_aaaaaaaaaaaa",
+                        "account_key": "A" * 43 + "=",
+                        "proof": "A" * 86 + "==",
+                        "new_proof": "A" * 86 + "==",
+                    },
+                ),
                 ("POST", "/v1/wiped"): http.post("/v1/wiped", headers=theirs, json=v1),
                 # the stranger's credential decides the space: only its own could be exported
                 ("POST", "/v1/export"): http.post(
@@ -328,6 +341,7 @@ def test_no_route_reaches_another_space(cloud: RunningCloud, tmp_path: Path) -> 
                 assert leak not in body, (route, leak, body[:300])
         assert answers[("POST", "/v1/enroll")].status_code == 403
         assert answers[("POST", "/v1/account-key")].status_code == 401
+        assert answers[("POST", "/v1/account-key/change")].status_code == 403  # none to change
         assert answers[("GET", "/v1/records/{record_id}")].status_code == 404
         assert answers[("POST", "/v1/subset/pins")].status_code == 404  # like a missing one
         assert answers[("GET", "/v1/subset")].json()["subset"]["records"] == 0
