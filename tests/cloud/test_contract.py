@@ -569,3 +569,20 @@ def test_concurrent_pushes_get_one_total_order(service: CloudService, ops: Ops) 
     changes = pull_all(service, devices[0])
     assert [c.seq for c in changes] == list(range(1, 4 * 6 * 3 + 1))
     assert len({c.episode_id for c in changes}) == 72
+
+
+def test_the_account_key_is_replaced_only_from_the_key_registered_now(
+    service: CloudService,
+) -> None:
+    """The store's swap (``cloud.account_key``): a stale ``old`` writes nothing."""
+    [phone] = new_user(service, "ada", "phone")
+    first, second, third = b"\x01" * 32, b"\x02" * 32, b"\x03" * 32
+    with service.store.session(phone.space_id, lock=True) as s:
+        assert not s.replace_account_key(phone.space_id, first, second)  # none set yet
+        s.set_account_key(phone.space_id, first)
+        assert not s.replace_account_key(phone.space_id, third, second)
+        assert s.account_key(phone.space_id) == first
+        assert s.replace_account_key(phone.space_id, first, second)
+        assert not s.replace_account_key(phone.space_id, first, third)  # stale now
+    with service.store.session(phone.space_id) as s:
+        assert s.account_key(phone.space_id) == second
