@@ -23,12 +23,13 @@ Invariants:
 
 from __future__ import annotations
 
-from device import faults, search, store
+from device import faults, store
 from device import subset as subset_of
 from device.errors import ResyncRequired, ServerError
 from device.keys import load_private_key
 from device.sync_apply import RECORD_CHANGES, Applying, refuse_unknown_change, sent_items
 from device.sync_base import FORGOTTEN
+from device.sync_page import PageWork
 from device.sync_push import MAX_PULL_ROUNDS, Pushing, code_of
 from device.views import SyncReport
 from protocol.messages import (
@@ -109,20 +110,27 @@ class SyncSession(Pushing, Applying):
 
     def _apply_page(self, page: PullResponse, *, resyncing: bool) -> None:
         """Apply one page and move the cursor (a resync notes what it saw instead) in
-        one local transaction; checkpoint the WAL after it if anything was shredded."""
+        one local transaction; the page's derived rows (subject index, search rows and
+        vectors, embedded in one batch) are written once at its end, in the same
+        transaction (``device.sync_page``); checkpoint the WAL after it if anything was
+        shredded."""
         shredded_before = len(self.report.shredded) + len(self.report.left)
         with self.db.atomic():
             subset_of.mark_reported(self.db, self._reported)
             self._reported = []
-            private_key = load_private_key(store.get_meta(self.db).private_key)
-            for change in page.changes:
-                self._apply_change(change, private_key)
-            # index the current versions this page brought, embedded in one batch
-            search.catch_up(
-                self.db,
-                {c.record_id for c in page.changes if isinstance(c, RECORD_CHANGES)},
-            )
-            search.merge_if_needed(self.db)
+            meta = store.get_meta(self.db)
+            private_key = load_private_key(meta.private_key)
+            work = self._page = PageWork(space=self._space())
+            try:
+                for change in page.changes:
+                    self._apply_change(change, private_key)
+                for record_id in (
+                    c.record_id for c in page.changes if isinstance(c, RECORD_CHANGES)
+                ):
+                    work.index_due(record_id)
+                work.finish(self.db)
+            finally:
+                self._page = None  # what the page opened goes with it, whatever happened
             if resyncing:
                 store.note_seen(self.db, sent_items(page))
             else:

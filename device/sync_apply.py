@@ -28,9 +28,10 @@ from pydantic import ValidationError
 from device import candidates, catalog, effects, provisional, store
 from device import subset as subset_of
 from device.errors import ChangeDoesNotOpen, UnknownChangeKind
-from device.facts import current_content, episode_facts
+from device.facts import episode_facts
 from device.keys import SealedItem, SealedKeyDoesNotOpen, open_item, open_sealed_key
 from device.sync_base import FORGOTTEN, SessionBase, no_randomness
+from device.sync_page import PageWork
 from device.sync_state import SyncState
 from protocol.errors import SealError
 from protocol.messages import (
@@ -98,9 +99,15 @@ class Applying(SessionBase):
             case _:
                 refuse_unknown_change(change)
 
+    def _work(self) -> PageWork:
+        """The page in flight (``device.sync.SyncSession._apply_page`` sets it)."""
+        if self._page is None:
+            raise RuntimeError("a pulled change is applied only inside its page")
+        return self._page
+
     def _context(self) -> effects.Context:
         return effects.Context(
-            self.db, no_randomness, datetime.fromisoformat(self.now()), self._space()
+            self.db, no_randomness, datetime.fromisoformat(self.now()), self._work().space
         )
 
     def _open_dek(self, private_key: Any, change: Any, what: str) -> bytes:
@@ -118,7 +125,9 @@ class Applying(SessionBase):
         """The DEK and the opened plaintext of a pulled sealed item."""
         dek = self._open_dek(private_key, change, what)
         try:
-            plain = open_item(dek, change.sealed_content, self._space(), kind, item_id, version)
+            plain = open_item(
+                dek, change.sealed_content, self._work().space, kind, item_id, version
+            )
         except SealError as exc:
             raise ChangeDoesNotOpen(
                 f"pulled change seq {change.seq} ({what}) does not open: {exc}; "
@@ -137,10 +146,8 @@ class Applying(SessionBase):
             ) from exc
 
     def _store_key(self, key_id: str, dek: bytes, what: str) -> None:
-        held = store.get_key(self.db, key_id)
-        if held is None:
-            store.put_key(self.db, key_id, dek, "cloud")
-        elif held != dek:
+        held = store.put_key_once(self.db, key_id, dek, "cloud")
+        if held is not None and held != dek:
             raise ChangeDoesNotOpen(
                 f"{what}: key {key_id} is already held with different bytes; "
                 "the page was not applied"
@@ -152,7 +159,10 @@ class Applying(SessionBase):
             self.report.ignored += 1
             return
         what = f"record {change.record_id} v{change.version}"
-        held = store.version_row(self.db, change.record_id, change.version)
+        # a version needs its record's row: a record not held has no version held
+        held = (
+            None if local is None else store.version_row(self.db, change.record_id, change.version)
+        )
         if held is not None and provisional.is_provisional(
             self.db, change.record_id, change.version
         ):
@@ -186,8 +196,10 @@ class Applying(SessionBase):
             sealed=SealedItem(change.key_id, dek, change.sealed_content),
             recorded_at=change.recorded_at.isoformat(),
         )
+        work = self._work()
+        work.opened_version(change.record_id, change.version, content)
         if local is None:
-            catalog.index_subject(self.db, change.record_id, content)
+            work.subject_due(change.record_id)
         if content.background:
             self._resolve_candidates(change.record_id, content)
 
@@ -219,23 +231,17 @@ class Applying(SessionBase):
                 current_version=change.current_version,
                 sync_state=SyncState.SYNCED,
             )
-        else:
-            store.set_record_state(
-                self.db,
-                change.record_id,
-                lifecycle=change.lifecycle_state.value,
-                sync_state=SyncState.SYNCED,
-            )
-            store.set_current_version(self.db, change.record_id, change.current_version)
         usage = change.usage_restriction
-        store.set_usage(
+        store.set_pulled_state(
             self.db,
             change.record_id,
-            usage.area.value if usage and usage.area else None,
-            usage.project if usage else None,
+            lifecycle=change.lifecycle_state.value,
+            current_version=change.current_version,
+            usage_area=usage.area.value if usage and usage.area else None,
+            usage_project=usage.project if usage else None,
+            superseded_by=change.superseded_by_record,
+            conflicts=change.conflicts_with,
         )
-        store.set_superseded_by(self.db, change.record_id, change.superseded_by_record)
-        store.set_conflicts(self.db, change.record_id, change.conflicts_with)
         catalog.log_event(
             self.db,
             change.record_id,
@@ -243,15 +249,15 @@ class Applying(SessionBase):
             change.lifecycle_state.value,
             change.current_version,
         )
-        content = current_content(self.db, store.record_row(self.db, change.record_id))
-        if content is not None:
-            catalog.index_subject(self.db, change.record_id, content)
+        # its subject keys follow its current content, written once at the page's end
+        self._work().subject_due(change.record_id)
 
     def _episode(self, change: EpisodeChange, private_key: Any) -> None:
-        if store.episode_forgotten(self.db, change.episode_id):
+        forgotten, held = store.episode_known(self.db, change.episode_id)
+        if forgotten:
             self.report.ignored += 1
             return
-        if store.episode_row(self.db, change.episode_id) is not None:
+        if held:
             store.set_episode_sync(self.db, change.episode_id, SyncState.SYNCED, None)
             return
         what = f"episode {change.episode_id}"
@@ -263,7 +269,7 @@ class Applying(SessionBase):
             episode_id=change.episode_id,
             conversation_id=content.conversation_id,
             typed_at=change.typed_at.isoformat(),
-            bound_space=self._space(),
+            bound_space=self._work().space,
             key_id=change.key_id,
             sealed=change.sealed_content,
             sync_state=SyncState.SYNCED,
@@ -289,7 +295,7 @@ class Applying(SessionBase):
             artifact_id=change.artifact_id,
             kind=content.kind.value,
             created_at=change.created_at.isoformat(),
-            bound_space=self._space(),
+            bound_space=self._work().space,
             key_id=change.key_id,
             sealed=change.sealed_content,
             sync_state=SyncState.SYNCED,

@@ -22,6 +22,7 @@ from device import catalog, shred, store
 from device.client import CloudClient
 from device.db import Database
 from device.errors import ServerError
+from device.sync_page import PageWork
 from device.sync_state import SyncState
 from device.views import SyncReport
 from protocol.messages import RecordUse
@@ -50,6 +51,7 @@ class SessionBase:
         self.random_bytes = random_bytes
         self.report = SyncReport()
         self._reported: list[RecordUse] = []  # uses the pull in flight reports
+        self._page: PageWork | None = None  # the pulled page being applied
 
     def pull(self) -> None:
         """Pull pages until the cursor is at the end (``device.sync.SyncSession``)."""
