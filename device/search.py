@@ -8,6 +8,9 @@ Invariants:
 - They are derived data: written in the transaction that writes the version, and
   deleted by ``drop`` (called only by ``device.shred``) in the one that shreds it,
   which also merges the FTS5 segments (``merge_if_needed``) before it commits.
+- A ``Blinder`` (each term's HMAC computed once) lives for one batch of index writes
+  (one ``index`` call, one pulled page) and is then dropped: it holds terms in the
+  clear and never outlives the rows written from them.
 - An index only proposes ids with scores; ``device.retrieval`` re-reads each record's
   authoritative state and the pipeline decides. Reading never writes.
 - The in-memory vector matrix (``device.vector_index``) is keyed by
