@@ -154,9 +154,7 @@ def measure(
             k: round(v / records, 2) for k, v in statements.most_common()
         },
         "db_calls_per_record": {k: round(v / records, 2) for k, v in calls.most_common()},
-        "sql_cpu_us_per_record": {
-            k: round(1e6 * v / records, 1) for k, v in spent.most_common(25)
-        },
+        "sql_cpu_us_per_record": {k: round(1e6 * v / records, 1) for k, v in spent.most_common(25)},
         "bytes_per_record": file_bytes / records,
         "table_bytes_per_record": {
             k: round(v / records, 1) for k, v in tables.items() if v > 8 * 4096
@@ -176,12 +174,13 @@ def main() -> None:
     parser.add_argument("--sql-times", action="store_true", help="CPU per statement text")
     parser.add_argument("--dir", type=Path, default=None, help="work folder (default: a temp one)")
     args = parser.parse_args()
+    options = {"profile": args.profile, "sql_times": args.sql_times}
     if args.dir is not None:
         args.dir.mkdir(parents=True, exist_ok=True)
-        result = measure(args.records, args.dir, profile=args.profile, sql_times=args.sql_times)
+        result = measure(args.records, args.dir, **options)
     else:
         with tempfile.TemporaryDirectory(prefix="memsync-catch-up-") as folder:
-            result = measure(args.records, Path(folder), profile=args.profile, sql_times=args.sql_times)
+            result = measure(args.records, Path(folder), **options)
     print(json.dumps(result, indent=2))
 
 
