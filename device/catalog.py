@@ -48,6 +48,35 @@ def index_subject(db: Database, record_id: str, content: RecordContent) -> None:
     )
 
 
+def index_subjects(db: Database, items: Sequence[tuple[str, RecordContent]]) -> None:
+    """``index_subject`` for many records at once (a pulled page): the rows of those
+    that had some are deleted, and every key is inserted, a statement for the batch."""
+    _require_tx(db)
+    latest = {record_id: content for record_id, content in items}
+    if not latest:
+        return
+    ids = list(latest)
+    had: list[str] = []
+    for start in range(0, len(ids), 500):
+        part = ids[start : start + 500]
+        had.extend(
+            row[0]
+            for row in db.all(
+                f"SELECT DISTINCT record_id FROM subject_index WHERE record_id IN ({marks(part)})",
+                part,
+            )
+        )
+    db.executemany("DELETE FROM subject_index WHERE record_id = ?", [(r,) for r in had])
+    db.executemany(
+        "INSERT OR IGNORE INTO subject_index (record_id, subject_key) VALUES (?, ?)",
+        [
+            (record_id, key)
+            for record_id, content in latest.items()
+            for key in subjects.stored_keys(content.text, content.subject, content.context_text)
+        ],
+    )
+
+
 def same_key_records(db: Database, keys: Sequence[str]) -> list[str]:
     """Records the subject index holds under any of ``keys`` (``rules.related_keys``)."""
     if not keys:
@@ -65,10 +94,12 @@ def same_key_records(db: Database, keys: Sequence[str]) -> list[str]:
 
 def add_derivations(db: Database, child_kind: str, child_id: str, parents: Iterable[str]) -> None:
     _require_tx(db)
-    db.executemany(
-        "INSERT OR IGNORE INTO derivations (parent_id, child_kind, child_id) VALUES (?, ?, ?)",
-        ((parent, child_kind, child_id) for parent in sorted(set(parents))),
-    )
+    rows = [(parent, child_kind, child_id) for parent in sorted(set(parents))]
+    if rows:
+        db.executemany(
+            "INSERT OR IGNORE INTO derivations (parent_id, child_kind, child_id) VALUES (?, ?, ?)",
+            rows,
+        )
 
 
 def children(db: Database) -> dict[str, list[DerivedItem]]:

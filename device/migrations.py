@@ -34,6 +34,9 @@ MIGRATIONS: tuple[Migration, ...] = (
     Migration(8, "the device subset: uses, reasons, deferred evictions", schema.V8_SUBSET),
     Migration(9, "records a resync kept unseen, asked about on a duplicate", schema.V9_RESYNC_KEPT),
     Migration(10, "sync status: when this device last synced", schema.V10_LAST_SYNCED),
+    Migration(
+        11, "derived rows stored once: WITHOUT ROWID indexes", schema.V11_DERIVED_STORED_ONCE
+    ),
 )
 
 _LEDGER = """

@@ -531,3 +531,39 @@ V9_RESYNC_KEPT: tuple[str, ...] = (
 # went through (push, pull, acks); NULL while the device never synced, so a status can
 # say "first sync". A time only; a failed sync writes nothing (its error stays in memory).
 V10_LAST_SYNCED: tuple[str, ...] = ("ALTER TABLE meta ADD COLUMN last_synced_at TEXT",)
+
+
+# --- migration 11: derived rows stored once (issue 21 item 2) --------------------------
+#
+# ``subject_index`` and ``record_search`` were rowid tables whose primary key is a second
+# b-tree holding the same text again (the subject index: ~250 bytes a record twice over).
+# As WITHOUT ROWID tables the primary key IS the table, so each row is stored once; the
+# columns, their order, the key lookup index and what every query reads stay the same.
+# The rows are copied, then the old tables dropped (``secure_delete`` zeroes their
+# pages), in the migration's one transaction. ``record_vectors`` stays a rowid table:
+# its rows are ~450 bytes, and a WITHOUT ROWID b-tree would copy whole rows into its
+# interior pages, costing more than the key index it saves.
+V11_DERIVED_STORED_ONCE: tuple[str, ...] = (
+    """
+    CREATE TABLE subject_index_v11 (
+        record_id TEXT NOT NULL REFERENCES records (record_id),
+        subject_key TEXT NOT NULL,
+        PRIMARY KEY (record_id, subject_key)
+    ) WITHOUT ROWID
+    """,
+    "INSERT INTO subject_index_v11 (record_id, subject_key) "
+    "SELECT record_id, subject_key FROM subject_index",
+    "DROP TABLE subject_index",
+    "ALTER TABLE subject_index_v11 RENAME TO subject_index",
+    "CREATE INDEX subject_index_key ON subject_index (subject_key)",
+    """
+    CREATE TABLE record_search_v11 (
+        record_id TEXT PRIMARY KEY REFERENCES records (record_id),
+        version INTEGER NOT NULL
+    ) WITHOUT ROWID
+    """,
+    "INSERT INTO record_search_v11 (record_id, version) "
+    "SELECT record_id, version FROM record_search",
+    "DROP TABLE record_search",
+    "ALTER TABLE record_search_v11 RENAME TO record_search",
+)

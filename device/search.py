@@ -8,6 +8,9 @@ Invariants:
 - They are derived data: written in the transaction that writes the version, and
   deleted by ``drop`` (called only by ``device.shred``) in the one that shreds it,
   which also merges the FTS5 segments (``merge_if_needed``) before it commits.
+- A ``Blinder`` (each term's HMAC computed once) lives for one batch of index writes
+  (one ``index`` call, one pulled page) and is then dropped: it holds terms in the
+  clear and never outlives the rows written from them.
 - An index only proposes ids with scores; ``device.retrieval`` re-reads each record's
   authoritative state and the pipeline decides. Reading never writes.
 - The in-memory vector matrix (``device.vector_index``) is keyed by
@@ -26,7 +29,8 @@ from __future__ import annotations
 
 import os
 import threading
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -128,6 +132,53 @@ def _unindex(db: Database, record_id: str) -> None:
     db.execute("DELETE FROM record_vectors WHERE record_id = ?", (record_id,))
 
 
+# record ids per statement when many are read or deleted at once
+_CHUNK = 500
+
+
+@dataclass(frozen=True, slots=True)
+class _Held:
+    """What the indexes hold of one record: its row id, an FTS row, a vector row."""
+
+    record_id: str
+    rowid: int | None
+    searched: bool
+    vectored: bool
+
+
+def _index_rows(db: Database, record_ids: Sequence[str]) -> dict[str, _Held]:
+    """For each record, its row id and whether index rows exist: one statement per
+    ``_CHUNK`` records (a record without a row is absent)."""
+    out: dict[str, _Held] = {}
+    wanted = list(dict.fromkeys(record_ids))
+    for start in range(0, len(wanted), _CHUNK):
+        part = wanted[start : start + _CHUNK]
+        rows = db.all(
+            "SELECT r.record_id, r.rowid, "
+            "EXISTS (SELECT 1 FROM record_search s WHERE s.record_id = r.record_id), "
+            "EXISTS (SELECT 1 FROM record_vectors v WHERE v.record_id = r.record_id) "
+            f"FROM records r WHERE r.record_id IN ({','.join('?' for _ in part)})",
+            part,
+        )
+        for row in rows:
+            out[row[0]] = _Held(row[0], int(row[1]), bool(row[2]), bool(row[3]))
+    return out
+
+
+def _unindex_all(db: Database, held: Mapping[str, _Held]) -> None:
+    """Delete the index rows these records have (an FTS row only where ``record_search``
+    says one was written: a contentless FTS5 table cannot tell)."""
+    searched = [h for h in held.values() if h.searched]
+    db.executemany("DELETE FROM record_fts WHERE rowid = ?", [(h.rowid,) for h in searched])
+    db.executemany(
+        "DELETE FROM record_search WHERE record_id = ?", [(h.record_id,) for h in searched]
+    )
+    db.executemany(
+        "DELETE FROM record_vectors WHERE record_id = ?",
+        [(h.record_id,) for h in held.values() if h.vectored],
+    )
+
+
 def drop(db: Database, record_id: str) -> None:
     """Delete every index row of a record (shredding; the caller holds the transaction
     and calls ``merge_if_needed`` before it commits); its row leaves the in-memory matrix."""
@@ -145,10 +196,41 @@ def merge_if_needed(db: Database) -> None:
         db.execute("UPDATE search_state SET needs_merge = 0")
 
 
+class Blinder:
+    """``lexical.blind`` under one search key, each term's HMAC computed once.
+
+    Lives for one batch of index writes (a pulled page, one ``index`` call) and is then
+    dropped: it holds terms in the clear, so it must never outlive the rows it wrote
+    (a record shredded later must leave no cache of its words behind)."""
+
+    __slots__ = ("_done", "_key")
+
+    def __init__(self, key: bytes) -> None:
+        self._key = key
+        self._done: dict[str, str] = {}
+
+    @property
+    def key(self) -> bytes:
+        return self._key
+
+    def blind(self, term: str) -> str:
+        done = self._done.get(term)
+        if done is None:
+            done = self._done[term] = lexical.blind(term, self._key)
+        return done
+
+    def document(self, content: RecordContent) -> str:
+        """The FTS document of a record: its blinded word and relation terms."""
+        plain = lexical.terms(searchable_text(content)) + relation_terms(content)
+        return lexical.document([self.blind(term) for term in plain])
+
+    def __len__(self) -> int:
+        return len(self._done)
+
+
 def document_for(content: RecordContent, key: bytes) -> str:
     """The FTS document of a record: its blinded word and relation terms."""
-    plain = lexical.terms(searchable_text(content)) + relation_terms(content)
-    return lexical.document(lexical.blind_all(plain, key))
+    return Blinder(key).document(content)
 
 
 def index(
@@ -157,36 +239,45 @@ def index(
     *,
     unindexed: Sequence[str] = (),
     before: int | None = None,
+    blinder: Blinder | None = None,
 ) -> None:
     """(Re)index records at the given current versions, embedding them in one batch
     (``unindexed``: records whose index rows the caller already deleted since generation
-    ``before``; the in-memory matrix follows both)."""
+    ``before``; the in-memory matrix follows both). The rows are read, deleted and
+    written a statement per kind for the whole batch, not per record; ``blinder``
+    (under this database's search key) lets a caller share the blinded terms of a page.
+    A record named twice is indexed once, at its last entry."""
     if not items and not unindexed:
         return
     if before is None:
         before = generation(db)
-    key = search_key(db)
+    latest = {record_id: (record_id, version, content) for record_id, version, content in items}
+    batch = list(latest.values())
+    if blinder is None:
+        blinder = Blinder(search_key(db))
     embedder = embedder_for(db)
-    embedded = embedder.embed([searchable_text(content) for _, _, content in items])
+    embedded = embedder.embed([searchable_text(content) for _, _, content in batch])
+    held = _index_rows(db, list(latest))
+    missing = [record_id for record_id in latest if record_id not in held]
+    if missing:
+        raise LookupError(f"record {missing[0]} has no row to index")
+    _unindex_all(db, held)
     changes: list[tuple[str, bytes | None]] = [(record_id, None) for record_id in unindexed]
-    for (record_id, version, content), vector in zip(items, embedded, strict=True):
-        _unindex(db, record_id)
-        rowid = _rowid(db, record_id)
-        if rowid is None:
-            raise LookupError(f"record {record_id} has no row to index")
-        db.execute(
-            "INSERT INTO record_fts (rowid, terms) VALUES (?, ?)",
-            (rowid, document_for(content, key)),
-        )
-        db.execute(
-            "INSERT INTO record_search (record_id, version) VALUES (?, ?)", (record_id, version)
-        )
+    fts: list[tuple[int | None, str]] = []
+    searched: list[tuple[str, int]] = []
+    vectored: list[tuple[str, int, str, bytes]] = []
+    for (record_id, version, content), vector in zip(batch, embedded, strict=True):
+        fts.append((held[record_id].rowid, blinder.document(content)))
+        searched.append((record_id, version))
         blob = vectors.pack(vector)
-        db.execute(
-            "INSERT INTO record_vectors (record_id, version, model_id, vector) VALUES (?, ?, ?, ?)",
-            (record_id, version, embedder.model_id, blob),
-        )
+        vectored.append((record_id, version, embedder.model_id, blob))
         changes.append((record_id, blob))
+    db.executemany("INSERT INTO record_fts (rowid, terms) VALUES (?, ?)", fts)
+    db.executemany("INSERT INTO record_search (record_id, version) VALUES (?, ?)", searched)
+    db.executemany(
+        "INSERT INTO record_vectors (record_id, version, model_id, vector) VALUES (?, ?, ?, ?)",
+        vectored,
+    )
     _follow(db, before, _bump(db), embedder.model_id, changes)
 
 
@@ -228,25 +319,31 @@ def catch_up(
     *,
     other_models: bool = True,
     limit: int | None = None,
+    known: Mapping[tuple[str, int], RecordContent] | None = None,
+    blinder: Blinder | None = None,
 ) -> int:
     """Index what is stale (all records, or the ones named; at most ``limit``); the
-    caller holds the transaction. Returns how many records were looked at."""
+    caller holds the transaction. ``known``: contents the caller already opened, by
+    (record, version), so they are not opened again (a pulled page's). Returns how many
+    records were looked at."""
     items = []
     before = generation(db)
     gone: list[str] = []
     looked = stale(db, record_ids, other_models=other_models, limit=limit)
     for record_id, version in looked:
-        row = store.version_row(db, record_id, version)
-        if row is None:
-            continue
-        try:
-            content = store.open_version(db, row)
-        except Exception:  # a version whose key is gone has nothing to index
-            _unindex(db, record_id)
-            gone.append(record_id)
-            continue
+        content = None if known is None else known.get((record_id, version))
+        if content is None:
+            row = store.version_row(db, record_id, version)
+            if row is None:
+                continue
+            try:
+                content = store.open_version(db, row)
+            except Exception:  # a version whose key is gone has nothing to index
+                _unindex(db, record_id)
+                gone.append(record_id)
+                continue
         items.append((record_id, version, content))
-    index(db, items, unindexed=gone, before=before)
+    index(db, items, unindexed=gone, before=before, blinder=blinder)
     return len(looked)
 
 

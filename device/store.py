@@ -259,6 +259,23 @@ def put_key(db: Database, key_id: str, dek: bytes, origin: str) -> None:
     )
 
 
+def put_key_once(db: Database, key_id: str, dek: bytes, origin: str) -> bytes | None:
+    """INSERT a data key unless one is held under ``key_id`` (one statement, not a read
+    then a write); returns the bytes already held, or None when it was inserted now."""
+    _require_tx(db)
+    cursor = db.execute(
+        "INSERT INTO data_keys (key_id, dek, origin) VALUES (?, ?, ?) "
+        "ON CONFLICT (key_id) DO NOTHING",
+        (key_id, dek, origin),
+    )
+    if cursor.rowcount == 1:
+        return None
+    held = get_key(db, key_id)
+    if held is None:
+        raise RuntimeError(f"data key {key_id} was neither inserted nor held")
+    return held
+
+
 def get_key(db: Database, key_id: str) -> bytes | None:
     row = db.one("SELECT dek FROM data_keys WHERE key_id = ?", (key_id,))
     return None if row is None else bytes(row["dek"])
@@ -292,6 +309,16 @@ def insert_episode(
 
 def episode_row(db: Database, episode_id: str) -> Any:
     return db.one("SELECT * FROM episodes WHERE episode_id = ?", (episode_id,))
+
+
+def episode_known(db: Database, episode_id: str) -> tuple[bool, bool]:
+    """(forgotten here: a tombstone, held here: a row) for an episode, in one read."""
+    row = db.one(
+        "SELECT EXISTS (SELECT 1 FROM forgotten_episodes WHERE episode_id = ?), "
+        "EXISTS (SELECT 1 FROM episodes WHERE episode_id = ?)",
+        (episode_id, episode_id),
+    )
+    return bool(row[0]), bool(row[1])
 
 
 def episode_forgotten(db: Database, episode_id: str) -> bool:
@@ -371,6 +398,39 @@ def set_record_state(
             "UPDATE records SET sync_state = ?, refusal_reason = ? WHERE record_id = ?",
             (sync_state, refusal_reason, record_id),
         )
+
+
+def set_pulled_state(
+    db: Database,
+    record_id: str,
+    *,
+    lifecycle: str,
+    current_version: int | None,
+    usage_area: str | None,
+    usage_project: str | None,
+    superseded_by: str | None,
+    conflicts: Iterable[str],
+) -> None:
+    """The cloud's word on a record's whole state (a pulled ``record_state``) in one
+    UPDATE: lifecycle, the exact current version, usage, flags; synced, no refusal.
+    The same as ``set_record_state`` (lifecycle, synced) then ``set_current_version``,
+    ``set_usage``, ``set_superseded_by`` and ``set_conflicts``."""
+    _changing(db, record_id)
+    db.execute(
+        "UPDATE records SET lifecycle = ?, sync_state = ?, refusal_reason = NULL, "
+        "current_version = ?, usage_area = ?, usage_project = ?, superseded_by = ?, "
+        "conflicts_with = ? WHERE record_id = ?",
+        (
+            lifecycle,
+            SyncState.SYNCED,
+            current_version,
+            usage_area,
+            usage_project,
+            superseded_by,
+            json.dumps(sorted(set(conflicts))),
+            record_id,
+        ),
+    )
 
 
 def note_refusal(db: Database, record_id: str, reason: str | None) -> None:

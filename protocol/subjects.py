@@ -20,8 +20,15 @@ With ``k(n) = max(3, ceil(n / 2))`` for a sentence of ``n`` words, the shared be
 of two same-subject sentences is at least ``min(k(a), k(b))`` words, so a record keeps
 "up to" keys for its prefixes of 3..k(b) words and an "own" key for its k(b)-word
 prefix; a new sentence looks up its k(a)-word "up to" key and its shorter "own" keys.
-Long sentences thus meet only records that share half of their words, not every record
-that starts with "I want to". Beside those, every sentence with a frame
+Long sentences thus meet only records that share half of their words (or the first
+``MAX_KEY_WORDS``), not every record that starts with "I want to". The prefix length is
+bounded: ``k'(n) = min(k(n), MAX_KEY_WORDS)``, so a sentence is kept under at most
+``MAX_KEY_WORDS - 1`` prefix keys (plus its frame key) and looks up at most as many,
+however long it is. The argument above holds for ``k'`` too (the shared beginning is at
+least ``min(k(a), k(b)) >= min(k'(a), k'(b))`` words), and it only ever finds more
+candidates than the unbounded ``k``, never fewer: ``same_subject`` decides. Keys stored
+before the bound (prefixes up to ``k(n)``) are still found by the bounded lookup, as
+their "up to" keys include every bounded length. Beside those, every sentence with a frame
 (``protocol.statements``: who it is about and which attribute) is kept and looked up
 under ``f:<holder>|<attribute>``, read with its context sentence when it has none of its
 own, so two statements on one attribute always meet however they begin.
@@ -34,6 +41,10 @@ import re
 from protocol import statements
 
 MIN_SHARED_WORDS = 3
+# the longest prefix a key is made of: a sentence has at most MAX_KEY_WORDS - 1 prefix
+# keys (issue 21: 36 words made 18 keys); at least 6, so that two long sentences sharing
+# only their first five words ("I keep a note about ...") still do not meet
+MAX_KEY_WORDS = 6
 _WORD = re.compile(r"[^\W_]+(?:['\u2019][^\W_]+)?", re.UNICODE)
 TRAILING_TIME_WORDS = frozenset(
     {"now", "nowadays", "anymore", "again", "currently", "lately", "today", "these", "days"}
@@ -51,6 +62,11 @@ def words(text: str) -> list[str]:
 def _needed(n: int) -> int:
     """Shared words a sentence of ``n`` words needs with one at least as long."""
     return max(MIN_SHARED_WORDS, -(-n // 2))
+
+
+def _key_words(n: int) -> int:
+    """The prefix length a sentence of ``n`` words is keyed by: ``_needed``, bounded."""
+    return min(_needed(n), MAX_KEY_WORDS)
 
 
 def _explicit(subject: str) -> str:
@@ -74,7 +90,7 @@ def stored_keys(text: str, subject: str | None, context: str | None = None) -> l
     tokens = words(text)
     if len(tokens) <= MIN_SHARED_WORDS:
         return frame
-    own = _needed(len(tokens))
+    own = _key_words(len(tokens))
     keys = [f"u{k}:" + " ".join(tokens[:k]) for k in range(MIN_SHARED_WORDS, own + 1)]
     return [*frame, *keys, f"o{own}:" + " ".join(tokens[:own])]
 
@@ -87,7 +103,7 @@ def lookup_keys(text: str, subject: str | None, context: str | None = None) -> l
     tokens = words(text)
     if len(tokens) <= MIN_SHARED_WORDS:
         return frame
-    need = _needed(len(tokens))
+    need = _key_words(len(tokens))
     keys = [f"u{need}:" + " ".join(tokens[:need])]
     return [
         *frame,

@@ -198,6 +198,7 @@ def test_migrations_recorded_and_idempotent(make_agent: MakeAgent) -> None:
         (8, "the device subset: uses, reasons, deferred evictions"),
         (9, "records a resync kept unseen, asked about on a duplicate"),
         (10, "sync status: when this device last synced"),
+        (11, "derived rows stored once: WITHOUT ROWID indexes"),
     ]
     agent.close()
     again = DeviceAgent.open(agent.directory, PASSPHRASE, clock=TickingClock())
