@@ -52,7 +52,7 @@ from device.client import LIVE_PULL_SINCE, CloudClient
 from device.db import DB_FILENAME, Database
 from device.errors import DeviceRevoked, InvalidOperation, NoCloud, NotEnrolled, TemporaryMode
 from device.export import ExportResult
-from device.invalid import build, invalid
+from device.invalid import build, invalid, known_keywords
 from device.live import LiveSync
 from device.local import apply_local
 from device.ops import Ops, RememberFields, detect
@@ -83,8 +83,15 @@ def _checked_versions(versions: VersionRange | None) -> VersionRange:
         ) from exc
 
 
+def _check_injected(injected: Injected) -> None:
+    """Refuse an unknown keyword or a bad version range before anything is opened."""
+    known_keywords("DeviceAgent", injected, Injected)
+    _checked_versions(injected.get("protocol_versions"))
+
+
 class DeviceAgent:
     def __init__(self, db: Database, directory: Path, **injected: Unpack[Injected]) -> None:
+        _check_injected(injected)
         self._db = db
         self._directory = directory
         self._transport = injected.get("transport")
@@ -121,7 +128,7 @@ class DeviceAgent:
         """Create a new encrypted device database and key pair in ``directory``;
         ``kdf_iterations`` None is SQLCipher's 256,000 (lower it only for simulations)."""
         directory = Path(directory)
-        _checked_versions(injected.get("protocol_versions"))
+        _check_injected(injected)
         opening.check_name(device_name)
         db = Database.create(directory / DB_FILENAME, passphrase, kdf_iterations=kdf_iterations)
         agent = cls(db, directory, **injected)
@@ -132,7 +139,7 @@ class DeviceAgent:
     def open(cls, directory: Path, passphrase: str, **injected: Unpack[Injected]) -> DeviceAgent:
         """Open an existing device database (applying any pending migrations)."""
         directory = Path(directory)
-        _checked_versions(injected.get("protocol_versions"))
+        _check_injected(injected)
         db = Database.open_existing(directory / DB_FILENAME, passphrase)
         agent = cls(db, directory, **injected)
         opening.prepare(agent._parts)

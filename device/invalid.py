@@ -6,12 +6,14 @@ Invariants:
   validated) before anything is applied.
 - The message names the item (kind and id) and each field's problem; a malformed id is
   described in words, never shown as its regular expression.
+- A typed bundle of keyword arguments (a ``TypedDict`` under ``Unpack``) refuses a key it
+  does not declare, as a spelled-out signature would (``known_keywords``).
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any, TypeVar
 
 from pydantic import ValidationError
@@ -44,6 +46,14 @@ def invalid(kind: str, item_id: str, exc: ValidationError) -> InvalidOperation:
         for err in exc.errors()
     )
     return InvalidOperation(f"{kind} {item_id} is invalid, nothing was changed: {problems}")
+
+
+def known_keywords(call: str, given: Mapping[str, object], allowed: type) -> None:
+    """A keyword ``allowed`` (a ``TypedDict``) does not name raises ``TypeError``, as a
+    spelled-out signature would: a misspelt option is never silently ignored."""
+    unknown = sorted(set(given) - set(allowed.__annotations__))
+    if unknown:
+        raise TypeError(f"{call}() got unexpected keyword argument(s): {', '.join(unknown)}")
 
 
 def build(kind: str, item_id: str, make: Callable[[], _T]) -> _T:

@@ -27,7 +27,7 @@ from device import account, provisional, store
 from device.detector import default_detector
 from device.errors import Refused
 from device.facts import episode_facts_of
-from device.invalid import build, invalid
+from device.invalid import build, invalid, known_keywords
 from device.parts import Parts
 from device.views import LocalResult
 from protocol.consolidation.extract import content_type_of
@@ -172,6 +172,7 @@ class Ops:
         """Keep one whole sentence the user typed in this conversation as a said record.
         Without ``content_type`` (or a ``custom_type``, which names its core) the detector
         reads it from the sentence, as it does for what the user says."""
+        known_keywords("remember", fields, RememberFields)
         self._writable("remembering")
         custom_type = fields.get("custom_type")
         content_type = fields.get("content_type")

@@ -28,6 +28,7 @@ from device import cloud_recall, keys, retrieval, store
 from device import subset as device_subset
 from device.client import CloudClient
 from device.errors import NotEnrolled, Offline, ServerError
+from device.invalid import known_keywords
 from device.parts import Parts
 from device.retrieval import Recall
 from device.views import RecallHit
@@ -61,6 +62,7 @@ class Question:
     @classmethod
     def of(cls, query: str, limit: int, **scope: Unpack[Scope]) -> Question:
         """The question of a call; the consents are read once, here."""
+        known_keywords("recall", scope, Scope)
         return cls(
             query,
             limit,

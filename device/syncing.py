@@ -24,6 +24,7 @@ from device import search, store
 from device.changes import Cause, caused_by
 from device.client import CloudClient
 from device.errors import NeedsNewerProtocol
+from device.invalid import known_keywords
 from device.live import DEFAULT_WAIT, LiveEvent, LiveSync, Sleeper, end_waiting_pull
 from device.live import wait_for_change as wait_for_live_change
 from device.parts import Parts
@@ -93,6 +94,7 @@ def live_sync(
     **options: Unpack[LiveOptions],
 ) -> LiveSync:
     """A ``LiveSync`` (not started) whose waiting pulls go through ``client``."""
+    known_keywords("start_live", options, LiveOptions)
     db = parts.db
 
     def wait_for_change(seconds: float) -> bool:

@@ -6,6 +6,8 @@ from __future__ import annotations
 import ast
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parents[2]
 AGENT = ROOT / "device" / "agent.py"
 # the modules the agent's methods delegate to; none of them may import the agent
@@ -87,3 +89,17 @@ def test_no_concern_module_imports_the_agent() -> None:
             for alias in node.names
         }
         assert "device.agent" not in imported, f"device/{name}.py imports the agent"
+
+
+def test_a_misspelt_keyword_is_refused_as_a_signature_would(tmp_path: Path) -> None:
+    from device.agent import DeviceAgent
+
+    with pytest.raises(TypeError, match="clok"):
+        DeviceAgent.create(tmp_path, "pass", device_name="phone", clok=None)  # type: ignore[call-arg]
+    assert list(tmp_path.iterdir()) == []  # refused before anything was opened
+    agent = DeviceAgent.create(tmp_path, "pass", device_name="phone", kdf_iterations=1)
+    with agent:
+        with pytest.raises(TypeError, match="areaa"):
+            agent.recall("anything", areaa=None)  # type: ignore[call-arg]
+        with pytest.raises(TypeError, match="projekt"):
+            agent.remember("I live in Oslo.", "c1", projekt="x")  # type: ignore[call-arg]
