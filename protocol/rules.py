@@ -34,26 +34,7 @@ from __future__ import annotations
 from typing import assert_never
 
 from protocol.operations import (
-    AddArtifact,
-    AddEpisode,
     AnyOperation,
-    Confirm,
-    Consolidate,
-    Correct,
-    Corroborate,
-    DontUse,
-    EndSession,
-    ForgetArea,
-    ForgetPermanently,
-    Infer,
-    MarkCandidate,
-    PassTime,
-    Reaffirm,
-    Remember,
-    RestrictUsage,
-    ReviseRule,
-    SetProject,
-    UseAgain,
 )
 from protocol.rulebook import creating, forgetting, items, records
 from protocol.rulebook.creating import EXTERNAL_KINDS, RULE_SOURCES
@@ -131,44 +112,44 @@ __all__ = [
 
 def decide(op: AnyOperation, facts: Facts) -> Decision:
     """Decide what ``op`` does given ``facts``; never raises for a well-formed op."""
-    match op:
-        case AddEpisode():
+    match op.kind:  # the tag, not isinstance: a pydantic isinstance costs ~0.5 µs a case
+        case "add_episode":
             return items.add_episode(op, facts)
-        case MarkCandidate():
+        case "mark_candidate":
             return items.mark_candidate(op, facts)
-        case EndSession():
+        case "end_session":
             return items.end_session(op, facts)
-        case SetProject():
+        case "set_project":
             return items.set_project(op, facts)
-        case AddArtifact():
+        case "add_artifact":
             return items.add_artifact(op, facts)
-        case Remember():
+        case "remember":
             return creating.remember(op, facts)
-        case Infer():
+        case "infer":
             return creating.infer(op, facts)
-        case Consolidate():
+        case "consolidate":
             return creating.consolidate(op, facts)
-        case Correct():
+        case "correct":
             return records.correct(op, facts)
-        case DontUse():
+        case "dont_use":
             return records.dont_use(op, facts)
-        case UseAgain():
+        case "use_again":
             return records.use_again(op, facts)
-        case RestrictUsage():
+        case "restrict_usage":
             return records.restrict(op, facts)
-        case Confirm():
+        case "confirm":
             return records.confirm(op, facts)
-        case Reaffirm():
+        case "reaffirm":
             return records.reaffirm(op, facts)
-        case Corroborate():
+        case "corroborate":
             return records.corroborate(op, facts)
-        case ReviseRule():
+        case "revise_rule":
             return records.revise_rule(op, facts)
-        case PassTime():
+        case "pass_time":
             return records.pass_time(op, facts)
-        case ForgetPermanently():
+        case "forget_permanently":
             return forgetting.forget(op, facts)
-        case ForgetArea():
+        case "forget_area":
             return forgetting.forget_area(op, facts)
         case _:
             assert_never(op)

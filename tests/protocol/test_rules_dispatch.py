@@ -1,5 +1,5 @@
-"""``decide`` is one ``match`` over the operations, a case for each member of
-``AnyOperation`` and a last ``case _`` proved unreachable (issue 24); each case sends
+"""``decide`` is one ``match`` over the operations' ``kind`` tag, a case for each member
+of ``AnyOperation`` and a last ``case _`` proved unreachable (issue 24); each case sends
 the op to the rule of its family in ``protocol/rulebook/``. And no module of
 ``protocol/`` outgrows the house's bound of ~600 lines."""
 
@@ -27,17 +27,33 @@ def _match() -> ast.Match:
 
 def test_decide_has_a_case_for_every_operation_and_ends_in_assert_never() -> None:
     match = _match()
+    assert ast.unparse(match.subject) == "op.kind"  # the tag: narrowed by the type checker
     named = {
-        case.pattern.cls.id
+        case.pattern.value.value
         for case in match.cases
-        if isinstance(case.pattern, ast.MatchClass) and isinstance(case.pattern.cls, ast.Name)
+        if isinstance(case.pattern, ast.MatchValue) and isinstance(case.pattern.value, ast.Constant)
     }
-    assert named == {member.__name__ for member in get_args(AnyOperation)}
+    assert named == {member.model_fields["kind"].default for member in get_args(AnyOperation)}
     last = match.cases[-1]
     assert isinstance(last.pattern, ast.MatchAs) and last.pattern.pattern is None
     [stmt] = last.body
     assert isinstance(stmt, ast.Expr) and isinstance(stmt.value, ast.Call)
     assert isinstance(stmt.value.func, ast.Name) and stmt.value.func.id == "assert_never"
+    assert [ast.unparse(a) for a in stmt.value.args] == ["op"]
+
+
+def test_every_operation_reaches_the_rule_of_its_kind() -> None:
+    """Each kind goes to the rule named after it (``restrict_usage`` is ``restrict``)."""
+    for case in _match().cases[:-1]:
+        assert isinstance(case.pattern, ast.MatchValue)
+        kind = ast.literal_eval(case.pattern.value)
+        [stmt] = case.body
+        assert isinstance(stmt, ast.Return) and isinstance(stmt.value, ast.Call)
+        func = stmt.value.func
+        assert isinstance(func, ast.Attribute)
+        assert func.attr == {"restrict_usage": "restrict", "forget_permanently": "forget"}.get(
+            kind, kind
+        ), ast.unparse(stmt)
 
 
 def test_each_case_hands_the_op_to_a_rule_of_its_family() -> None:
