@@ -15,7 +15,6 @@ import re
 
 USER = "i"
 
-
 CONTRACTIONS = {
     "i'm": "i am",
     "im": "i am",
@@ -42,12 +41,9 @@ CONTRACTIONS = {
     "haven't": "have not",
 }
 
-
 CONTRACTION_RE = re.compile(r"\b(?:" + "|".join(re.escape(c) for c in CONTRACTIONS) + r")\b")
 
-
 POSSESSIVE_RE = re.compile(r"\b(\w+)'s\b")
-
 
 # Leading discourse markers, longest first. A correction marker says "what I said before
 # was wrong"; an additive one says "and also".
@@ -75,7 +71,6 @@ CORRECTION_MARKERS = (
     "no",
 )
 
-
 # The ones that say plainly the user misspoke (not "actually", "sorry": those may only
 # add a nuance), and "make that", which replaces the value just said.
 STRONG_MARKERS = frozenset(CORRECTION_MARKERS) - {
@@ -87,9 +82,7 @@ STRONG_MARKERS = frozenset(CORRECTION_MARKERS) - {
     "sorry",
 } | {"make that"}
 
-
 ADDITIVE_MARKERS = ("oh and also", "oh and", "and also", "oh also", "also", "plus", "and")
-
 
 NEUTRAL_MARKERS = (
     "these days",
@@ -122,16 +115,13 @@ NEUTRAL_MARKERS = (
     "ah",
 )
 
-
 ALL_MARKERS = sorted(
     {*CORRECTION_MARKERS, *ADDITIVE_MARKERS, *NEUTRAL_MARKERS}, key=lambda m: -len(m)
 )
 
-
 MARKER_RE = re.compile(
     r"^(?:" + "|".join(re.escape(m) for m in ALL_MARKERS) + r")(?:\b|(?=[,:;.!-]))[\s,:;.!\-]*"
 )
-
 
 # Words inside a sentence that say the value changed.
 CHANGE_WORDS = frozenset(
@@ -151,7 +141,6 @@ CHANGE_WORDS = frozenset(
     }
 )
 
-
 EXCEPTION_WORDS = (
     "just this once",
     "this time",
@@ -167,9 +156,7 @@ EXCEPTION_WORDS = (
     "for once",
 )
 
-
 EXCEPTION_RE = re.compile(r"\b(?:" + "|".join(re.escape(w) for w in EXCEPTION_WORDS) + r")\b")
-
 
 FILLER = frozenset(
     """a an the my our your his her their its is are was were be been am to of
@@ -177,7 +164,6 @@ FILLER = frozenset(
     any more longer new very so then at in on for with and or that this it one not never
     no last every as""".split()
 )
-
 
 PERSON_WORDS = frozenset(
     """
@@ -190,7 +176,6 @@ PERSON_WORDS = frozenset(
     """.split()
 )
 
-
 # Roles a user has one of at a time ("my plumber is ..."): a new value replaces the old.
 ROLE_WORDS = frozenset(
     """
@@ -199,7 +184,6 @@ ROLE_WORDS = frozenset(
     optician physio physiotherapist cleaner gardener banker advisor counselor
     """.split()
 )
-
 
 # Attributes that can hold several values at once.
 MANY_VALUED = frozenset(
@@ -210,7 +194,6 @@ MANY_VALUED = frozenset(
     volunteer support follow watch read listen
     """.split()
 )
-
 
 OCCUPATIONS = frozenset(
     """
@@ -223,19 +206,15 @@ OCCUPATIONS = frozenset(
     """.split()
 )
 
-
 DIETS = frozenset(
     """vegan vegetarian pescatarian carnivore keto paleo omnivore flexitarian""".split()
 )
 
-
 MARITAL = frozenset("""married single divorced engaged widowed separated""".split())
-
 
 NUMBER_WORDS = frozenset(
     "one two three four five six seven eight nine ten eleven twelve no zero".split()
 )
-
 
 IRREGULAR = {
     "lives": "live",
@@ -302,12 +281,9 @@ IRREGULAR = {
     "born": "born",
 }
 
-
 MANY_VERBS = frozenset({"speak", "like", "love", "enjoy", "play", "collect", "hate", "watch"})
 
-
 VALUE_OBJECT_VERBS = frozenset({"take", "drive", "ride", "use", "wear", "prefer", "commute"})
-
 
 LOCATIVE = {
     "live": "live in",
@@ -338,66 +314,51 @@ META_WORDS = frozenset(
     actually""".split()
 )
 
-
 # A clause about having said something wrong, not about the world
 META_CLAUSE = re.compile(
     r"^(?:i (?:got|had) (?:that|it|this) wrong|i was wrong|i made a mistake|"
     r"i mixed (?:it|that|them) up|i misspoke|that was a typo)\b"
 )
 
-
 GAVE_UP = re.compile(
     r"^(?:i|we) (?:gave up|have given up|quit|stopped|dropped|ditched|got rid of|sold|"
     r"have gone off|went off|gone off|stopped liking)\s+(.+)$"
 )
-
 
 MOVED_BY_SOMEONE = re.compile(
     r"^(?:they|he|she|we|i|someone|the \w+) (?:have |has )?(?:moved|changed|rescheduled|"
     r"shifted|pushed|brought) (?:the|our|my) ([a-z' -]+?) (?:back |forward )?(?:to|until) (.+)$"
 )
 
-
 HAPPENS = frozenset({"meet", "happen", "run", "take", "come", "start", "begin"})
-
 
 EXPLICIT_FOLLOW_UP = re.compile(r"^(?:it|that|this|which|make|change)\b")
 
-
 BARE_WORDS = frozenset({"no", "so", "well", "right", "yes", "wait"})
 
-
 FINAL = re.compile(r"[\s.!?\u2026]+$")
-
 
 CLAUSE_SPLIT = re.compile(
     r"\s*(?:[,;:]|\s-\s|\s\u2014\s|\bbut\b|\bso\b|\band\b(?=\s+(?:i|we|my|our)\b))\s*"
 )
 
-
 WORD = re.compile(r"[a-z0-9][a-z0-9'\-./]*")
-
 
 ADVERBS = frozenset(
     """also still now actually really just currently usually no longer never not do does
     did originally basically mostly finally recently probably normally always""".split()
 )
 
-
 MOVED_VERBS = frozenset("moved changed switched shifted rescheduled got moves changes".split())
 
-
 PRONOUNS = frozenset("i we you he she they me us him them".split())
-
 
 PARTICIPLES_IRREGULAR = frozenset(
     """been gone got begun left quit taken given become grown done made seen forgotten
     written eaten broken chosen known sold bought found lost met kept""".split()
 )
 
-
 DETERMINERS = frozenset("the a an my our his her their every each this that".split())
-
 
 VERBISH = frozenset(
     """is are was were will 's has have had lives lived works worked live work moved
@@ -410,7 +371,6 @@ VERBISH = frozenset(
     seem seems look looks""".split()
 )
 
-
 # A thing's predicate after a copula: a participle, then where or when it is
 PARTICIPLES = frozenset(
     """booked scheduled set planned moved held parked moored kept stored located hidden
@@ -418,11 +378,9 @@ PARTICIPLES = frozenset(
     starting landing flying""".split()
 )
 
-
 PREPOSITIONS = frozenset(
     "at in on under by near for from until inside behind beside next outside to into".split()
 )
-
 
 TEMPORAL = re.compile(
     r"\b(?:\d{1,2}(?::\d{2})?\s*(?:am|pm)|\d{1,2}:\d{2}|\d+(?:st|nd|rd|th)|noon|midnight|"
@@ -432,13 +390,11 @@ TEMPORAL = re.compile(
     r"june|july|august|september|october|november|december|o'clock|half past|quarter)\b"
 )
 
-
 # Heads too general to name a thing alone ("phone number" is not "employee number")
 GENERIC_HEADS = frozenset(
     """number name date address day time size type color colour level code password
     email account plan place spot id""".split()
 )
-
 
 # Single-valued attributes whose value ordinarily changes: the newer statement replaces
 # the older even with no cue. Any other single-valued attribute (a birthday, a blood
@@ -458,7 +414,6 @@ MUTABLE_ATTRIBUTES = frozenset(
         "weight",
     }
 )
-
 
 NOT_NAMES = frozenset(
     """i we you he she they it this that there here what who when where why how a an the

@@ -228,7 +228,6 @@ def _generic_season(m: re.Match[str], now: datetime) -> Ref | None:
 
 _ON = r"(?:on\s+)?"
 
-
 PATTERNS: tuple[tuple[re.Pattern[str], Builder], ...] = (
     (compiled(r"\b(\d{4})-(\d{1,2})-(\d{1,2})\b"), _iso),
     (
@@ -289,7 +288,6 @@ def _word_before(text: str, pos: int) -> str:
 
 
 _LAST_WORD = re.compile(r"([a-z']+)[\s,]*$")
-
 
 _CUE_WORDS = MONTH_PREPOSITIONS | HOLIDAY_PREPOSITIONS - {"this", "next", "last"}
 

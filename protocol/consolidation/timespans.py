@@ -18,7 +18,6 @@ from protocol.consolidation.timewords import NUMBER_WORDS, WEEKDAYS
 
 Direction = Literal["future", "past"]
 
-
 Role = Literal["anchor", "since", "until"]
 
 

@@ -99,7 +99,6 @@ def remember(op: Remember, facts: Facts) -> Decision:
 # with what the user said; but no behaviour rule ever rests on it (``RULE_SOURCES``).
 EXTERNAL_KINDS = (SourceKind.EXTERNAL_CONTENT, SourceKind.IMPORT)
 
-
 RULE_SOURCES = (SourceKind.USER_STATEMENT, SourceKind.USER_BEHAVIOUR)
 
 
