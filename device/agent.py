@@ -31,6 +31,7 @@ from typing import Any, TypeVar, Unpack
 
 from pydantic import ValidationError
 
+from device import account_key as account_keys
 from device import (
     candidates,
     catalog,
@@ -47,7 +48,6 @@ from device import (
     views,
     watching,
 )
-from device import account_key as account_keys
 from device.account_key import KeyChange
 from device.changes import ChangeFeed, ChangeHub, RecordEvent, Subscription
 from device.client import LIVE_PULL_SINCE, CloudClient
