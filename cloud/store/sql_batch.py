@@ -28,7 +28,7 @@ from collections.abc import Callable, Iterable, Sequence
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import bindparam, select, update
+from sqlalchemy import Connection, bindparam, select, update
 
 from cloud.errors import StoreError
 from cloud.store import schema as t
@@ -53,12 +53,20 @@ _a = t.applied_ops.c
 RECEIPTS = select(_a.op_id, _a.receipt).where(
     _a.space_id == bindparam("sp"), _a.op_id.in_(bindparam("ids", expanding=True))
 )
+_w = t.work_items.c
+WORK_OF_EPISODES = select(_w.episode_id, _w.sentence, _w.item_kind).where(
+    _w.space_id == bindparam("sp"), _w.episode_id.in_(bindparam("ids", expanding=True))
+)
+_x = t.ended_conversations.c
+CONVERSATION_ENDED = select(_x.ended_at).where(
+    _x.space_id == bindparam("sp"), _x.conversation_token == bindparam("token")
+)
 SET_NEXT_SEQ = (
     update(t.spaces).where(t.spaces.c.space_id == bindparam("sp")).values(next_seq=bindparam("n"))
 )
 # the methods that run on the store without writing the buffers out first: they touch
 # no table this class holds rows of
-_UNBUFFERED = frozenset({"touch_device", "conversation_ended", "lock_space"})
+_UNBUFFERED = frozenset({"touch_device", "lock_space"})
 
 
 class BatchSession:
@@ -94,6 +102,11 @@ class BatchSession:
         self._known_records: dict[str, RecordRow | None] = {}
         self._known_episodes: dict[str, EpisodeRow | None] = {}
         self._known_projects: dict[str, ProjectRow] | None = None
+        # (episode, sentence column) -> item kind, for every work item of the episodes in
+        # ``_known_work_of`` (a sentence of another episode is asked of the store)
+        self._known_work: dict[tuple[str, int], str] = {}
+        self._known_work_of: set[str] = set()
+        self._known_ended: dict[str, bool] = {}
 
     # --- everything else: write out, then the store itself ----------------------------
 
@@ -140,6 +153,11 @@ class BatchSession:
         episodes = sorted(set(episode_ids) - self._episodes.keys())
         self._known_episodes.update(dict.fromkeys(episodes))
         self._known_episodes.update(self.inner.episodes(space, episodes))
+        work_of = sorted(set(episode_ids) - self._known_work_of)
+        for chunk in chunks(work_of):
+            rows = self.inner.conn.execute(WORK_OF_EPISODES, {"sp": space, "ids": chunk})
+            self._known_work.update(((r[0], int(r[1])), r[2]) for r in rows)
+        self._known_work_of.update(work_of)
 
     # --- ordering ----------------------------------------------------------------------
 
@@ -440,9 +458,30 @@ class BatchSession:
     def candidate_exists(self, space_id: str, episode_id: str, sentence: int) -> bool:
         self._check(space_id)
         held = self._work.get((episode_id, sentence))
-        if held is not None and held["item_kind"] == "candidate":
-            return True
+        if held is not None:
+            return bool(held["item_kind"] == "candidate")
+        if episode_id in self._known_work_of:
+            return self._known_work.get((episode_id, sentence)) == "candidate"
         return self.inner.candidate_exists(space_id, episode_id, sentence)
+
+    def _work_exists(self, episode_id: str, sentence: int | None) -> bool:
+        column = WHOLE_EPISODE if sentence is None else sentence
+        if (episode_id, column) in self._work:
+            return True
+        if episode_id in self._known_work_of:
+            return (episode_id, column) in self._known_work
+        return self.inner.work_item(self.space_id, episode_id, sentence) is not None
+
+    def conversation_ended(self, space_id: str, conversation_token: str) -> bool:
+        """Ended conversations are never held here (``end_conversation`` writes through)."""
+        self._check(space_id)
+        known = self._known_ended.get(conversation_token)
+        if known is None:
+            found = self.inner.conn.execute(
+                CONVERSATION_ENDED, {"sp": space_id, "token": conversation_token}
+            ).first()
+            known = self._known_ended[conversation_token] = found is not None
+        return known
 
     def add_work_item(
         self,
@@ -462,15 +501,10 @@ class BatchSession:
             )
         if item_kind == "candidate" and sentence is None:
             raise StoreError(f"work item {episode_id}: a candidate names its sentence")
+        if self._work_exists(episode_id, sentence):
+            return False
         column = WHOLE_EPISODE if sentence is None else sentence
-        if (episode_id, column) in self._work:
-            return False
-        if self.inner.work_item(space_id, episode_id, sentence) is not None:
-            return False
-        # ended conversations are never held here: the store knows them all
-        ready = item_kind != "candidate" or self.inner.conversation_ended(
-            space_id, conversation_token
-        )
+        ready = item_kind != "candidate" or self.conversation_ended(space_id, conversation_token)
         self._work[episode_id, column] = {
             "space_id": space_id,
             "episode_id": episode_id,
@@ -547,9 +581,43 @@ class BatchSession:
         self._clear_buffers()
 
     def _many(self, statement: Any, rows: list[dict[str, Any]]) -> None:
-        if rows:
-            self.inner.conn.execute(statement, rows)
+        if not rows:
+            return
+        conn = self.inner.conn
+        if self.inner._dialect != "sqlite":
+            # PostgreSQL: SQLAlchemy's insertmanyvalues sends one multi-row INSERT per
+            # thousand rows, which beats the driver's executemany
+            conn.execute(statement, rows)
+            return
+        sql, names, processors = _compiled(conn, statement, tuple(rows[0]))
+        conn.exec_driver_sql(
+            sql,
+            [
+                tuple(
+                    row[name] if process is None else process(row[name])
+                    for name, process in zip(names, processors, strict=True)
+                )
+                for row in rows
+            ],
+        )
 
     def _many_ignoring(self, table: Any, rows: list[dict[str, Any]]) -> None:
-        if rows:
-            self.inner.conn.execute(q.insert_ignore(self.inner._dialect, table), rows)
+        self._many(q.insert_ignore(self.inner._dialect, table), rows)
+
+
+# (statement, its keys) -> SQLite's text, its positional bind names and their processors
+_COMPILED: dict[tuple[int, tuple[str, ...]], tuple[str, list[str], list[Any]]] = {}
+
+
+def _compiled(conn: Connection, statement: Any, keys: tuple[str, ...]) -> Any:
+    """A statement compiled once for SQLite's positional parameters (built from the
+    statement, so the SQL and each column's bind processing, e.g. ``UtcDateTime``, are
+    the ones SQLAlchemy itself would run)."""
+    found = _COMPILED.get((id(statement), keys))
+    if found is None:
+        compiled = statement.compile(dialect=conn.dialect, column_keys=list(keys))
+        names = list(compiled.positiontup or ())
+        processors = compiled._bind_processors
+        found = (compiled.string, names, [processors.get(n) for n in names])
+        _COMPILED[id(statement), keys] = found
+    return found
