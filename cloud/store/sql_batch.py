@@ -90,6 +90,7 @@ class BatchSession:
         self._events: list[dict[str, Any]] = []
         self._derivations: list[dict[str, Any]] = []
         self._subjects: dict[str, list[str]] = {}  # record id -> its tokens
+        self._subject_records: dict[str, set[str]] = {}  # token -> held records under it
         self._history: dict[str, set[str]] = {}
         self._holdings: set[tuple[str, str, str]] = set()
         self._members: set[tuple[str, str]] = set()
@@ -410,14 +411,31 @@ class BatchSession:
         if record_id not in self._records:  # an older record's rows are replaced in the store
             self.__getattr__("set_subject_tokens")(space_id, record_id, tokens)
             return
+        for token in self._subjects.get(record_id, ()):
+            self._subject_records[token].discard(record_id)
         self._subjects[record_id] = sorted(set(tokens))
+        for token in self._subjects[record_id]:
+            self._subject_records.setdefault(token, set()).add(record_id)
 
     def records_with_subjects(self, space_id: str, tokens: Sequence[str]) -> list[str]:
         self._check(space_id)
+        wanted = sorted(set(tokens))
+        found: set[str] = set()
+        if self.inner._dialect == "sqlite":
+            conn = self.inner.conn
+            for chunk in chunks(wanted):
+                marks = ", ".join("?" * len(chunk))
+                rows = conn.exec_driver_sql(
+                    "SELECT record_id FROM subject_index WHERE space_id = ? "
+                    f"AND token IN ({marks})",
+                    (space_id, *chunk),
+                )
+                found.update(r[0] for r in rows)
+        else:
+            found.update(self.inner.records_with_subjects(space_id, wanted))
         # a record held here is new in this push: the store has no row of it
-        found = set(self.inner.records_with_subjects(space_id, tokens))
-        wanted = set(tokens)
-        found.update(r for r, held in self._subjects.items() if wanted.intersection(held))
+        for token in wanted:
+            found.update(self._subject_records.get(token, ()))
         return sorted(found)
 
     def add_history_tokens(self, space_id: str, record_id: str, tokens: Iterable[str]) -> None:
