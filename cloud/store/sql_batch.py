@@ -156,8 +156,8 @@ class BatchSession:
         self._known_episodes.update(self.inner.episodes(space, episodes))
         work_of = sorted(set(episode_ids) - self._known_work_of)
         for chunk in chunks(work_of):
-            rows = self.inner.conn.execute(WORK_OF_EPISODES, {"sp": space, "ids": chunk})
-            self._known_work.update(((r[0], int(r[1])), r[2]) for r in rows)
+            items = self.inner.conn.execute(WORK_OF_EPISODES, {"sp": space, "ids": chunk})
+            self._known_work.update(((r[0], int(r[1])), r[2]) for r in items)
         self._known_work_of.update(work_of)
 
     # --- ordering ----------------------------------------------------------------------
