@@ -45,6 +45,8 @@ from simulator.cloud_runner import RunningCloud
 
 FLOOR_ROWS_PER_OP = 10
 FLOOR_BATCH = 500
+SOURCE_TIMEOUT = 600.0  # seconds the recorded device waits for its source cloud
+TIMEOUT_KINDS = ("connect", "read", "write", "pool")
 
 
 @dataclass(frozen=True)
@@ -72,6 +74,8 @@ class _Recorder(httpx.BaseTransport):
         body = request.read()
         if request.url.path == "/v1/push":
             self.pushes.append(json.loads(body))
+        # the source run is not timed: a loaded machine must not make its sync give up
+        request.extensions["timeout"] = {k: SOURCE_TIMEOUT for k in TIMEOUT_KINDS}
         return self.inner.handle_request(request)
 
     def close(self) -> None:
