@@ -35,6 +35,7 @@ from bench import embedding as embedding_bench
 from bench import export as export_bench
 from bench import live as live_bench
 from bench import pouchdb as pouchdb_bench
+from bench import push_profile as push_profile_bench
 from bench import relations as relations_bench
 from bench import retrieval as retrieval_bench
 from bench import retrieval_quality as retrieval_quality_bench
@@ -293,6 +294,13 @@ def run_pouchdb(smoke: bool) -> dict[str, Any]:
         return _stamped(pouchdb=pouchdb_bench.measure(Path(tmp) / "pouchdb", smoke))
 
 
+def run_push_profile(smoke: bool) -> dict[str, Any]:
+    """Issue 21's profile of one push alone (``--only push-profile``): cloud CPU and
+    statements per op, the same statements through the raw driver, and the floor."""
+    with tempfile.TemporaryDirectory(prefix="memsync-bench-") as tmp:
+        return _stamped(push_profile=push_profile_bench.measure(Path(tmp) / "profile", smoke))
+
+
 def run_retrieval_quality(smoke: bool) -> dict[str, Any]:
     """Issue 20's retrieval quality alone (``--only retrieval-quality``): memsync's recall
     beside plain cosine and BM25, both halves of bench/retrieval_data."""
@@ -527,6 +535,7 @@ def main() -> None:
             "retrieval-latency",
             "cli",
             "pouchdb",
+            "push-profile",
         ],
         default="all",
         help="'sync': only issue 6's sync benches (fleet, pull cost, key destruction, live); "
@@ -543,7 +552,9 @@ def main() -> None:
         "at --sizes beside its floor; 'cli': only issue 23's CLI wall time (memsync "
         "--help and device list, fresh processes, beside python -c pass); 'pouchdb': only "
         "issue 21's side-by-side with PouchDB (push, initial sync, one-change sync; npm "
-        "installs the peer into .cache/pouchdb on first use, skipped with a note without node)",
+        "installs the peer into .cache/pouchdb on first use, skipped with a note without node); "
+        "'push-profile': only issue 21's profile of one push (cloud CPU and statements per "
+        "op, the same statements through sqlite3, and the floor)",
     )
     args = parser.parse_args()
     # a SIGTERM unwinds like Ctrl-C, so clouds stop and bench databases are dropped
@@ -584,6 +595,10 @@ def main() -> None:
         "simulator": (lambda: run_simulator(smoke), show_simulator),
         "cli": (lambda: run_cli(smoke), lambda r: show(cli_bench.render(r["cli"]))),
         "pouchdb": (lambda: run_pouchdb(smoke), lambda r: show(pouchdb_bench.render(r["pouchdb"]))),
+        "push-profile": (
+            lambda: run_push_profile(smoke),
+            lambda r: show(push_profile_bench.render(r["push_profile"])),
+        ),
         "retrieval-quality": (
             lambda: run_retrieval_quality(smoke),
             lambda r: show(*retrieval_quality_bench.render(r["retrieval_quality_20"])),

@@ -52,9 +52,9 @@ from datetime import datetime
 from pathlib import Path
 
 from nacl.public import PublicKey, SealedBox
-from pydantic import ValidationError
 
 from cloud import closing
+from cloud import push as pushes
 from cloud.account_end import AccountEnd, EndReason
 from cloud.account_key import change_account_key
 from cloud.accounts import Accounts
@@ -63,18 +63,15 @@ from cloud.changes import ChangeReader
 from cloud.config import CloudConfig
 from cloud.cursors import cursor_parts as _cursor_parts
 from cloud.cursors import decode_cursor, decode_subset_gen, encode_cursor
-from cloud.effects import SYSTEM_ACTOR, EffectWriter
+from cloud.effects import SYSTEM_ACTOR
 from cloud.embedder import default_embedder
 from cloud.ending import Ending
 from cloud.errors import (
     KeyStoreError,
     MalformedCursorError,
-    NotFound,
-    PullRequired,
     ResyncRequired,
 )
 from cloud.export_service import Exports
-from cloud.facts import FactsReader
 from cloud.feed import Feed
 from cloud.index_admin import IndexAdmin
 from cloud.indexer import Indexer
@@ -90,11 +87,9 @@ from cloud.store.sql import SqlSession
 from cloud.subset import SubsetKeeper
 from cloud.subset_feed import Page, SubsetFeed
 from cloud.subset_service import Subsets
-from cloud.validation import describe
 from cloud.vault import Vault
-from protocol.errors import FieldNotInVersion, shown
+from protocol.errors import shown
 from protocol.export.package import PackageHeader
-from protocol.ids import is_id
 from protocol.messages import (
     SUBSET_SINCE,
     AccountKeyChangeRequest,
@@ -123,16 +118,9 @@ from protocol.messages import (
     WipedResponse,
 )
 from protocol.operations import (
-    OPERATION_ADAPTER,
     AnyOperation,
     Receipt,
-    ReceiptStatus,
-    RefusalCode,
 )
-from protocol.receipts import duplicate_of, receipt_for
-from protocol.rules import Accept, decide
-from protocol.version import PROTOCOL_VERSION
-from protocol.versioned import introduced_in, newer_fields
 
 log = logging.getLogger("memsync.cloud")
 
@@ -291,30 +279,8 @@ class CloudService:
     # --- push ------------------------------------------------------------------------
 
     def push(self, space_id: str, device_id: str, req: PushRequest) -> PushResponse:
-        now = self._clock()
-        self._check_writable(now, "a push")
-        with self.store.session(space_id, lock=True) as s:
-            self._enrolled(s, space_id, device_id)
-            unacked = s.unacked_events(space_id, device_id)
-            if unacked:
-                raise PullRequired(device_id, unacked)
-            vault = self.vault.for_push()  # this push's keys and DEKs, dropped with it
-            first = s.last_seq(space_id)
-            receipts = [
-                self._apply(s, vault, space_id, device_id, index, raw, now, req.protocol_version)
-                for index, raw in enumerate(req.ops)
-            ]
-            s.touch_device(space_id, device_id, now)
-            vault.write_keys()  # the keys are stored before the records naming them commit
-            moved = self._announce(s, space_id, first)
-        if moved:
-            self.live.changed(space_id)  # wake this process's live pulls at once
-            self.indexer.schedule(space_id)  # committed: index it after this, not in here
-        # committed: now destroy the keys of anything forgotten (and of earlier crashes),
-        # and drop forgotten vectors from this process's cache
-        self.ensure_destroyed()
-        self.search.prune(space_id)
-        return PushResponse(receipts=receipts)
+        """Apply one device's ops set-at-a-time, one receipt each (``cloud.push``)."""
+        return pushes.push(self, space_id, device_id, req)
 
     def apply_system(
         self,
@@ -323,7 +289,7 @@ class CloudService:
         then: Callable[[StoreSession, list[Receipt]], None] | None = None,
     ) -> list[Receipt]:
         """Decide and apply the consolidator's ``ops`` exactly as a push would, in one
-        transaction under the space lock, on behalf of no device.
+        transaction under the space lock, on behalf of no device (``cloud.push``).
 
         ``ops`` may be a function of the session: it is called under the lock, so what
         it read still holds when its ops are decided. A replayed op id gets
@@ -331,28 +297,7 @@ class CloudService:
         same transaction after the ops (the consolidator completes its work items
         there, so an item is done exactly when its records are written). Keys of
         anything forgotten are destroyed after commit."""
-        now = self._clock()
-        with self.store.session(space_id, lock=True) as s:
-            if not s.space_exists(space_id):
-                raise NotFound(f"space {space_id} does not exist")
-            self._check_open(s, space_id)
-            vault = self.vault.for_push()
-            first = s.last_seq(space_id)
-            planned = ops(s) if callable(ops) else ops
-            receipts = [
-                self._apply(s, vault, space_id, None, index, op.model_dump(mode="json"), now)
-                for index, op in enumerate(planned)
-            ]
-            if then is not None:
-                then(s, receipts)
-            vault.write_keys()
-            moved = self._announce(s, space_id, first)
-        if moved:
-            self.live.changed(space_id)
-            self.indexer.schedule(space_id)
-        self.ensure_destroyed()
-        self.search.prune(space_id)
-        return receipts
+        return pushes.apply_system(self, space_id, ops, then)
 
     @staticmethod
     def _announce(s: SqlSession, space_id: str, first: int) -> bool:
@@ -362,55 +307,6 @@ class CloudService:
         if moved:
             s.notify_changed(space_id)
         return moved
-
-    def _apply(
-        self,
-        s: StoreSession,
-        vault: Vault,
-        space_id: str,
-        device_id: str | None,
-        index: int,
-        raw: dict[str, object],
-        now: datetime,
-        version: int = PROTOCOL_VERSION,
-    ) -> Receipt:
-        raw_op_id = raw.get("op_id")
-        op_id = raw_op_id if isinstance(raw_op_id, str) and is_id("op", raw_op_id) else None
-        if op_id is not None:
-            stored = s.receipt(space_id, op_id)
-            if stored is not None:
-                return duplicate_of(Receipt.model_validate_json(stored), index)
-        try:
-            op = OPERATION_ADAPTER.validate_python(raw)
-            newer = [name for name in newer_fields(type(op), version) if name in raw]
-            if newer:
-                raise FieldNotInVersion(
-                    type(op).__name__, newer[0], introduced_in(type(op), newer[0]), version
-                )
-        except (ValidationError, FieldNotInVersion) as exc:
-            shown = op_id or (repr(raw_op_id)[:80] if raw_op_id is not None else "without op_id")
-            why = describe(exc) if isinstance(exc, ValidationError) else str(exc)
-            receipt = Receipt(
-                index=index,
-                op_id=op_id,
-                status=ReceiptStatus.REFUSED,
-                code=RefusalCode.MALFORMED,
-                reason=f"op {index} ({shown}) is malformed: {why}",
-            )
-            if op_id is not None:
-                s.put_receipt(
-                    space_id, op_id, device_id or SYSTEM_ACTOR, receipt.model_dump_json(), now
-                )
-            return receipt
-        decision = decide(op, FactsReader(s, vault, space_id, device_id or SYSTEM_ACTOR).facts(op))
-        if isinstance(decision, Accept):
-            writer = EffectWriter(s, vault, space_id, device_id, now)
-            for effect in decision.effects:
-                writer.perform(op, effect)
-            writer.finish()
-        receipt = receipt_for(index, op, decision, now)
-        s.put_receipt(space_id, op.op_id, device_id or SYSTEM_ACTOR, receipt.model_dump_json(), now)
-        return receipt
 
     def ensure_destroyed(self) -> int:
         """Destroy the keys of every committed forget whose keys may remain, then every

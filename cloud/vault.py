@@ -52,6 +52,8 @@ class Vault:
         self.key_store = key_store
         self._random = random_bytes
         self._batch = batch
+        # a push's vault remembers the index tokens it made (one HMAC per key and push)
+        self._tokens: dict[tuple[str, str], str] | None = None if batch is None else {}
 
     def for_push(self) -> Vault:
         """A vault for one push: its new keys wait in a ``KeyBatch`` until ``write_keys``."""
@@ -156,6 +158,13 @@ class Vault:
         return source.search_key(space_id)
 
     def subject_token(self, space_id: str, subject_key: str) -> str:
+        if self._tokens is not None:
+            token = self._tokens.get((space_id, subject_key))
+            if token is not None:
+                return token
         source = self.key_store if self._batch is None else self._batch
         key = source.index_key(space_id)
-        return hmac.new(key, subject_key.encode("utf-8"), "sha256").hexdigest()
+        token = hmac.digest(key, subject_key.encode("utf-8"), "sha256").hex()
+        if self._tokens is not None:
+            self._tokens[space_id, subject_key] = token
+        return token
