@@ -26,7 +26,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from datetime import datetime
-from typing import TYPE_CHECKING, cast
+from typing import TYPE_CHECKING, Protocol, cast
 
 from pydantic import ValidationError
 
@@ -54,10 +54,33 @@ from protocol.version import PROTOCOL_VERSION
 from protocol.versioned import introduced_in, newer_fields
 
 if TYPE_CHECKING:
-    from cloud.service import CloudService
+    from cloud.indexer import Indexer
+    from cloud.live import ChangeNotifier
+    from cloud.search import SearchIndex
+    from cloud.store import SqlStore
+    from cloud.store.base import DeviceRow
 
 
-def push(service: CloudService, space_id: str, device_id: str, req: PushRequest) -> PushResponse:
+class Pushing(Protocol):
+    """What a push needs of the service that hands it over
+    (``cloud.service.CloudService`` is one; this module never imports it): its store, vault, clock and doors, and what runs
+    after a commit."""
+
+    store: SqlStore
+    vault: Vault
+    live: ChangeNotifier
+    indexer: Indexer
+    search: SearchIndex
+
+    def _clock(self) -> datetime: ...
+    def _check_writable(self, now: datetime, what: str) -> None: ...
+    def _check_open(self, s: StoreSession, space_id: str) -> None: ...
+    def _enrolled(self, s: StoreSession, space_id: str, device_id: str) -> DeviceRow: ...
+    def _announce(self, s: SqlSession, space_id: str, first: int) -> bool: ...
+    def ensure_destroyed(self) -> int: ...
+
+
+def push(service: Pushing, space_id: str, device_id: str, req: PushRequest) -> PushResponse:
     """``CloudService.push``: one device's batch of ops, one receipt each."""
     now = service._clock()
     service._check_writable(now, "a push")
@@ -77,7 +100,7 @@ def push(service: CloudService, space_id: str, device_id: str, req: PushRequest)
 
 
 def apply_system(
-    service: CloudService,
+    service: Pushing,
     space_id: str,
     ops: Sequence[AnyOperation] | Callable[[StoreSession], Sequence[AnyOperation]],
     then: Callable[[StoreSession, list[Receipt]], None] | None = None,
@@ -102,7 +125,7 @@ def apply_system(
     return receipts
 
 
-def _after_commit(service: CloudService, space_id: str, moved: bool) -> None:
+def _after_commit(service: Pushing, space_id: str, moved: bool) -> None:
     if moved:
         service.live.changed(space_id)  # wake this process's live pulls at once
         service.indexer.schedule(space_id)  # committed: index it after this, not in here
