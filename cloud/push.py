@@ -63,8 +63,8 @@ if TYPE_CHECKING:
 
 class Pushing(Protocol):
     """What a push needs of the service that hands it over
-    (``cloud.service.CloudService`` is one; this module never imports it): its store, vault, clock and doors, and what runs
-    after a commit."""
+    (``cloud.service.CloudService`` is one; this module never imports it): its store,
+    vault, clock and doors, and what runs after a commit."""
 
     store: SqlStore
     vault: Vault
