@@ -406,10 +406,7 @@ class Forgetting:
             live_orphans = []
         for record_id in records:
             seq = s.allocate_seq(space)
-            s.mark_forgotten(space, record_id, now)
-            # the forget is the record's last state change: whatever reads records
-            # changed since a seq (the subset's facts cache) must see it
-            s.set_record_state(space, record_id, state_seq=seq)
+            s.mark_forgotten(space, record_id, now, seq)
             self.w.change(seq, "key_destruction", record_id=record_id, event_id=seq)
             s.add_record_event(
                 space,

@@ -184,7 +184,9 @@ class RecordQueries:
         )
         return [self._version_row(r) for r in rows]
 
-    def mark_forgotten(self, space_id: str, record_id: str, at: datetime) -> None:
+    def mark_forgotten(self, space_id: str, record_id: str, at: datetime, seq: int) -> None:
+        """The record becomes a skeleton at feed seq ``seq``: the forget is its last state
+        change (``state_seq``), so whatever reads the records changed since a seq sees it."""
         c = t.records.c
         self.conn.execute(
             update(t.records)
@@ -192,6 +194,7 @@ class RecordQueries:
             .values(
                 lifecycle="permanently_forgotten",
                 forgotten_at=at,
+                state_seq=seq,
                 usage_restriction=None,
                 superseded_by=None,
                 conflicts=None,
