@@ -35,7 +35,6 @@ from cloud.store import schema as t
 from cloud.store import statements as q
 from cloud.store.base import (
     WHOLE_EPISODE,
-    WORK_KINDS,
     ChangeRow,
     DerivationRow,
     EpisodeRow,
@@ -47,7 +46,7 @@ from cloud.store.base import (
 from cloud.store.migrations import LEGACY_EPISTEMIC_PLACEHOLDER
 from cloud.store.sql import SqlSession
 from cloud.store.sql_lineage import chunks
-from cloud.store.sql_work import WAITING
+from cloud.store.sql_work import check_work_item, new_work_item
 
 _a = t.applied_ops.c
 RECEIPTS = select(_a.op_id, _a.receipt).where(
@@ -513,28 +512,14 @@ class BatchSession:
     ) -> bool:
         """As ``WorkQueries.add_work_item``, the row held until ``flush``."""
         self._check(space_id)
-        if item_kind not in WORK_KINDS:
-            raise StoreError(
-                f"work item {episode_id}: kind {item_kind!r} is not one of {WORK_KINDS}"
-            )
-        if item_kind == "candidate" and sentence is None:
-            raise StoreError(f"work item {episode_id}: a candidate names its sentence")
+        check_work_item(episode_id, sentence, item_kind)
         if self._work_exists(episode_id, sentence):
             return False
-        column = WHOLE_EPISODE if sentence is None else sentence
         ready = item_kind != "candidate" or self.conversation_ended(space_id, conversation_token)
-        self._work[episode_id, column] = {
-            "space_id": space_id,
-            "episode_id": episode_id,
-            "sentence": column,
-            "item_kind": item_kind,
-            "conversation_token": conversation_token,
-            "marked_at": at,
-            "ready_at": at if ready else None,
-            "state": WAITING,
-            "attempts": 0,
-            "device_hint": device_hint,
-        }
+        row = new_work_item(
+            space_id, episode_id, sentence, item_kind, conversation_token, at, ready, device_hint
+        )
+        self._work[episode_id, row["sentence"]] = row
         return True
 
     def add_conversation_episode(

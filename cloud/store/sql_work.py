@@ -59,6 +59,40 @@ def _column(sentence: int | None) -> int:
     return WHOLE_EPISODE if sentence is None else sentence
 
 
+def check_work_item(episode_id: str, sentence: int | None, item_kind: str) -> None:
+    """Raise ``StoreError`` for a kind that is not one, or a candidate naming no sentence."""
+    if item_kind not in WORK_KINDS:
+        raise StoreError(f"work item {episode_id}: kind {item_kind!r} is not one of {WORK_KINDS}")
+    if item_kind == "candidate" and sentence is None:
+        raise StoreError(f"work item {episode_id}: a candidate names its sentence")
+
+
+def new_work_item(
+    space_id: str,
+    episode_id: str,
+    sentence: int | None,
+    item_kind: str,
+    conversation_token: str,
+    at: datetime,
+    ready: bool,
+    device_hint: bytes | None,
+) -> dict[str, Any]:
+    """The ``work_items`` row of a new waiting item (ready at ``at`` when ``ready``); the
+    store and a push's held rows (``sql_batch``) both build it here."""
+    return {
+        "space_id": space_id,
+        "episode_id": episode_id,
+        "sentence": _column(sentence),
+        "item_kind": item_kind,
+        "conversation_token": conversation_token,
+        "marked_at": at,
+        "ready_at": at if ready else None,
+        "state": WAITING,
+        "attempts": 0,
+        "device_hint": device_hint,
+    }
+
+
 def _row(r: Any) -> WorkItemRow:
     return WorkItemRow(
         space_id=r[0],
@@ -125,32 +159,14 @@ class WorkQueries:
 
         A candidate is ready at once only if its conversation has already ended.
         ``device_hint`` is the device's label, already sealed (``consolidator.hints``)."""
-        if item_kind not in WORK_KINDS:
-            raise StoreError(
-                f"work item {episode_id}: kind {item_kind!r} is not one of {WORK_KINDS}"
-            )
-        if item_kind == "candidate" and sentence is None:
-            raise StoreError(f"work item {episode_id}: a candidate names its sentence")
+        check_work_item(episode_id, sentence, item_kind)
         if self.work_item(space_id, episode_id, sentence) is not None:
             return False
         ready = item_kind != "candidate" or self.conversation_ended(space_id, conversation_token)
-        self._insert_ignore_rows(  # a concurrent add of the same key changes nothing
-            t.work_items,
-            [
-                {
-                    "space_id": space_id,
-                    "episode_id": episode_id,
-                    "sentence": _column(sentence),
-                    "item_kind": item_kind,
-                    "conversation_token": conversation_token,
-                    "marked_at": at,
-                    "ready_at": at if ready else None,
-                    "state": WAITING,
-                    "attempts": 0,
-                    "device_hint": device_hint,
-                }
-            ],
+        row = new_work_item(
+            space_id, episode_id, sentence, item_kind, conversation_token, at, ready, device_hint
         )
+        self._insert_ignore_rows(t.work_items, [row])  # a concurrent add changes nothing
         return True
 
     def end_conversation(self, space_id: str, conversation_token: str, at: datetime) -> int:
