@@ -15,7 +15,7 @@ Invariants:
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from device import store
 from device.db import Database
@@ -24,7 +24,9 @@ from device.sync_state import SyncState
 from protocol import subjects
 from protocol.errors import SealError
 from protocol.model import ArtifactContent, RecordContent
-from protocol.rules import DerivedItem
+
+if TYPE_CHECKING:
+    from protocol.rules import DerivedItem
 
 
 def _require_tx(db: Database) -> None:
@@ -106,6 +108,8 @@ def children(db: Database) -> dict[str, list[DerivedItem]]:
     """Every derivation edge, parent record id -> derived items (as ``Facts.children``),
     in the reference ledger's order: derived records as they were created, then
     artifacts as they were created."""
+    from protocol.rules import DerivedItem  # lazily: the rules are not needed to read
+
     edges: dict[str, list[DerivedItem]] = {}
     rows = db.all(
         "SELECT d.parent_id, d.child_kind, d.child_id FROM derivations d "

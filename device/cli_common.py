@@ -23,8 +23,6 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from protocol.operations import EffectKind
-
 if TYPE_CHECKING:  # the agent and the store load when a command runs
     from device.agent import DeviceAgent
     from device.listing import Records
@@ -87,6 +85,8 @@ def emit(args: argparse.Namespace, data: Any, text: str) -> None:
 def show_result(args: argparse.Namespace, result: LocalResult) -> None:
     data = dataclasses.asdict(result)
     data["receipt"] = result.receipt.model_dump(mode="json") if result.receipt else None
+    from protocol.operations import EffectKind  # lazily: a read-only command never needs it
+
     text = result.message
     created = result.receipt is not None and result.receipt.effect is EffectKind.CREATED
     if created or result.artifact_id:

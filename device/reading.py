@@ -21,7 +21,6 @@ from typing import Any, assert_never
 from device import catalog, store
 from device.db import Database
 from device.errors import UnknownRecord
-from device.facts import episode_facts
 from device.sync_state import SyncState
 from device.views import RecordView, SourceView, VersionView
 from protocol import timeline
@@ -283,6 +282,8 @@ def explain(db: Database, record_id: str, now: datetime) -> str:
         return FORGOTTEN_MESSAGE
     if h.content is None:
         return f"Record {record_id} has no readable content on this device."
+    from device.facts import episode_facts  # lazily: it brings the rules, a list needs none
+
     episodes: dict[str, tuple[datetime, str] | None] = {}
     kinds: dict[str, SourceKind] = {}
     for episode_id in h.content.source_episode_ids:
@@ -331,6 +332,8 @@ def sources(db: Database, record_id: str) -> list[SourceView]:
     if h.lifecycle is LifecycleState.FORGOTTEN or h.content is None:
         return []
     quotable = is_users_words(h.content)
+    from device.facts import episode_facts  # lazily, as in explain
+
     out = []
     for episode_id in h.content.source_episode_ids:
         facts = episode_facts(db, episode_id)

@@ -10,10 +10,13 @@ is told, built from that receipt alone.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from device.sync_state import SyncState
 from protocol.model import LifecycleState, RelationNote
-from protocol.operations import Receipt
+
+if TYPE_CHECKING:
+    from protocol.operations import Receipt
 
 
 @dataclass(frozen=True, slots=True)

@@ -39,9 +39,11 @@ print(json.dumps({{"code": code, "loaded": [m for m in heavy if m in sys.modules
 """
 
 
-def _child(args: list[str], env: dict[str, str]) -> dict[str, object]:
+def _child(
+    args: list[str], env: dict[str, str], heavy: tuple[str, ...] = HEAVY
+) -> dict[str, object]:
     done = subprocess.run(
-        [sys.executable, "-c", _CHILD.format(heavy=HEAVY), *args],
+        [sys.executable, "-c", _CHILD.format(heavy=heavy), *args],
         capture_output=True,
         text=True,
         env={**os.environ, "PYTHONPATH": str(ROOT), **env},
@@ -70,6 +72,25 @@ def test_a_device_command_loads_neither_cloud_nor_simulator_nor_onnxruntime(
     assert listed["code"] in (0, None), listed
     assert "No records." in str(listed["stdout"])
     assert listed["loaded"] == []
+
+
+# what only a write needs: reading and listing records must not build the rule engine
+WRITE_ONLY = ("protocol.rules", "protocol.rulebook", "protocol.operations", "device.facts")
+
+
+def test_listing_records_loads_no_rule_engine(tmp_path: Path) -> None:
+    env = {"MEMSYNC_PASSPHRASE": "pw", "MEMSYNC_DEVICE_DIR": str(tmp_path / "dev")}
+    for args in (
+        ["device", "init", "--name", "phone"],
+        ["device", "say", "I grew up in Duluth.", "--conversation", "c1"],
+        ["device", "remember", "I grew up in Duluth.", "--conversation", "c1"],
+    ):
+        done = _child(args, env)
+        assert done["code"] in (0, None), done
+    listed = _child(["device", "list"], env, WRITE_ONLY)
+    assert listed["code"] in (0, None), listed
+    assert "Duluth" in str(listed["stdout"])
+    assert listed["loaded"] == [], "device list imported what only a write needs"
 
 
 def test_help_loads_no_group() -> None:
