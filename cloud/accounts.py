@@ -207,7 +207,7 @@ class Accounts:
         (None while it is open); ``Unauthorized`` if none."""
         if not credential:
             raise Unauthorized("no device credential was given")
-        with self.store.session() as s:
+        with self.store.reader() as s:  # a read: never waits behind a writer
             device = s.device_by_credential(secret_hash(credential))
             end = None if device is None else s.space_end(device.space_id)
         if device is None:

@@ -124,7 +124,7 @@ class SearchIndex:
         """How many live records of the space the indexes do not hold at their current
         version (with this model's vector): what a query cannot see yet."""
         model_id = self.embedder().model_id
-        with self._store.session(space_id) as s:
+        with self._store.reader() as s:
             seq = s.last_seq(space_id)  # read first: the count sees at least this state
             if self._caught_up.get(space_id) == (model_id, seq):
                 return 0  # nothing changed since this process last found nothing stale
@@ -137,7 +137,7 @@ class SearchIndex:
     def _catch_up(self, space_id: str, model_id: str) -> int:
         total = 0
         for _ in range(CATCH_UP_PASSES):
-            with self._store.session(space_id) as s:
+            with self._store.reader() as s:  # reads hold up no pull
                 seq = s.last_seq(space_id)
                 if self._caught_up.get(space_id) == (model_id, seq):
                     break
@@ -157,7 +157,7 @@ class SearchIndex:
     def _index(self, space_id: str, items: Sequence[tuple[str, int]]) -> int:
         embedder = self.embedder()
         opened: list[tuple[str, int, str, RecordContent]] = []
-        with self._store.session(space_id) as s:
+        with self._store.reader() as s:
             for record_id, number in items:
                 version = s.version(space_id, record_id, number)
                 if version is None:

@@ -344,6 +344,11 @@ class RecordStore(Protocol):
         self, space_id: str | None = None, *, lock: bool = False
     ) -> AbstractContextManager[StoreSession]: ...
 
+    def reader(self) -> AbstractContextManager[StoreSession]:
+        """A short transaction that only reads and takes no write lock, so it never waits
+        behind a writer (an authentication reads through it). Nothing may be written in it."""
+        ...
+
     def snapshot(self) -> AbstractContextManager[StoreSession]:
         """A read-only transaction that sees one consistent snapshot of the whole store
         and blocks no writer (an export reads through it)."""

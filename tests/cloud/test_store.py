@@ -192,3 +192,35 @@ def test_a_store_migrated_by_a_newer_memsync_is_refused_at_open_and_while_servin
         assert _fingerprint(old) == before
     finally:
         old.close()
+
+
+def test_an_authentication_waits_behind_no_writer(service: CloudService) -> None:
+    """A device's credential is checked in a read-only transaction: while another
+    request holds the write lock (a push being applied), authentications still answer.
+    Were the check a write transaction, SQLite's BEGIN IMMEDIATE would wait for the
+    writer, which here lets go only after the check returned (or after 20 s)."""
+    import threading
+
+    (phone,) = new_user(service, "ada", "phone")
+    holding, release, released = threading.Event(), threading.Event(), threading.Event()
+
+    def writer() -> None:
+        with service.store.session(phone.space_id, lock=True):
+            holding.set()
+            release.wait(20)
+        released.set()
+
+    thread = threading.Thread(target=writer)
+    thread.start()
+    try:
+        assert holding.wait(20)
+        assert service.authenticate(phone.credential) == (phone.space_id, phone.device_id)
+        assert not released.is_set(), "the authentication waited for the writer"
+    finally:
+        release.set()
+        thread.join()
+
+
+def test_nothing_can_be_written_in_a_reader(store: SqlStore) -> None:
+    with pytest.raises(DBAPIError), store.reader() as s:
+        s.conn.execute(text("DELETE FROM schema_migrations"))
