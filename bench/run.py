@@ -42,6 +42,7 @@ from bench import retrieval_quality as retrieval_quality_bench
 from bench import sensitivity as sensitivity_bench
 from bench import simulator as simulator_bench
 from bench import subset as subset_bench
+from bench import subset_pull as subset_pull_bench
 from bench import sync_suite
 from device.agent import DeviceAgent
 from protocol.ids import make_id
@@ -301,6 +302,13 @@ def run_push_profile(smoke: bool) -> dict[str, Any]:
         return _stamped(push_profile=push_profile_bench.measure(Path(tmp) / "profile", smoke))
 
 
+def run_subset_pull(smoke: bool) -> dict[str, Any]:
+    """Issue 21's one-change sync as the space grows alone (``--only subset-pull``): a
+    default device and a mirror at 1k, 10k and 100k records."""
+    with tempfile.TemporaryDirectory(prefix="memsync-bench-") as tmp:
+        return _stamped(subset_pull=subset_pull_bench.measure(Path(tmp) / "subset-pull", smoke))
+
+
 def run_retrieval_quality(smoke: bool) -> dict[str, Any]:
     """Issue 20's retrieval quality alone (``--only retrieval-quality``): memsync's recall
     beside plain cosine and BM25, both halves of bench/retrieval_data."""
@@ -338,6 +346,7 @@ def run(
         cloud_recall = cloud_recall_bench.measure(root / "cloud-recall", smoke)
         cli = cli_bench.measure(root / "cli", smoke)
         pouchdb = pouchdb_bench.measure(root / "pouchdb", smoke)
+        subset_pull = subset_pull_bench.measure(root / "subset-pull", smoke)
     simulator = simulator_bench.measure(smoke)
     figures = {
         "device_pairs_per_s_sqlcipher": ours_cipher,
@@ -385,6 +394,7 @@ def run(
         cloud_recall=cloud_recall,
         cli=cli,
         pouchdb=pouchdb,
+        subset_pull=subset_pull,
         simulator=simulator,
     )
 
@@ -536,6 +546,7 @@ def main() -> None:
             "cli",
             "pouchdb",
             "push-profile",
+            "subset-pull",
         ],
         default="all",
         help="'sync': only issue 6's sync benches (fleet, pull cost, key destruction, live); "
@@ -554,7 +565,8 @@ def main() -> None:
         "issue 21's side-by-side with PouchDB (push, initial sync, one-change sync; npm "
         "installs the peer into .cache/pouchdb on first use, skipped with a note without node); "
         "'push-profile': only issue 21's profile of one push (cloud CPU and statements per "
-        "op, the same statements through sqlite3, and the floor)",
+        "op, the same statements through sqlite3, and the floor); 'subset-pull': only issue "
+        "21's one-change sync of a default device and a mirror at 1k, 10k and 100k records",
     )
     args = parser.parse_args()
     # a SIGTERM unwinds like Ctrl-C, so clouds stop and bench databases are dropped
@@ -599,6 +611,10 @@ def main() -> None:
             lambda: run_push_profile(smoke),
             lambda r: show(push_profile_bench.render(r["push_profile"])),
         ),
+        "subset-pull": (
+            lambda: run_subset_pull(smoke),
+            lambda r: show(subset_pull_bench.render(r["subset_pull"])),
+        ),
         "retrieval-quality": (
             lambda: run_retrieval_quality(smoke),
             lambda r: show(*retrieval_quality_bench.render(r["retrieval_quality_20"])),
@@ -636,6 +652,7 @@ def main() -> None:
         cloud_recall_bench.render(result["cloud_recall"]),
         cli_bench.render(result["cli"]),
         pouchdb_bench.render(result["pouchdb"]),
+        subset_pull_bench.render(result["subset_pull"]),
         simulator_bench.render(result["simulator"]),
     ]
     for table in tables:
