@@ -19,18 +19,16 @@ the server for the same two cores.
 
 from __future__ import annotations
 
-import contextlib
-import multiprocessing
 import os
 import random
 import time
 from collections import Counter
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
-from multiprocessing.connection import Connection
 from pathlib import Path
 from typing import Any
 
+from bench.cloud_process import CloudProcess
 from bench.http_timing import RequestLog, TimingTransport, percentile
 from bench.retrieval import fast_vectors
 from bench.spaces import PASSPHRASE, sentence
@@ -39,49 +37,9 @@ from cloud.service import CloudService
 from device.agent import DeviceAgent
 from device.errors import DeviceError, ServerRefused
 from protocol.model import LifecycleState
-from simulator.cloud_runner import RunningCloud
 
 FORGOTTEN = LifecycleState.FORGOTTEN.value
 PUSH, PULL = "/v1/push", "/v1/pull"
-
-
-def _serve(config: CloudConfig, conn: Connection) -> None:
-    """The cloud process: serve until the parent says stop (or goes away)."""
-    with RunningCloud(config) as cloud:
-        conn.send(cloud.port)
-        with contextlib.suppress(EOFError):  # the parent went away: stop too
-            conn.recv()
-
-
-class CloudProcess:
-    """``RunningCloud`` in a child process; ``url`` once it listens."""
-
-    def __init__(self, config: CloudConfig) -> None:
-        context = multiprocessing.get_context("spawn")
-        self._conn, child = context.Pipe()
-        self._process = context.Process(target=_serve, args=(config, child), daemon=True)
-        self._process.start()
-        child.close()
-        try:
-            if not self._conn.poll(120):
-                raise EOFError("no port within 120 s")
-            port = self._conn.recv()
-        except EOFError as exc:
-            self.stop()
-            raise RuntimeError(
-                f"the cloud process did not start listening ({exc or 'it exited'}; "
-                f"exit code {self._process.exitcode})"
-            ) from exc
-        self.url = f"http://127.0.0.1:{port}"
-
-    def stop(self) -> None:
-        with contextlib.suppress(OSError):  # the child already exited
-            self._conn.send("stop")
-        self._process.join(timeout=60)
-        if self._process.is_alive():
-            self._process.terminate()
-            self._process.join()
-        self._conn.close()
 
 
 @dataclass
