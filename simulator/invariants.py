@@ -27,6 +27,9 @@ The checks:
   space against every device of it, each device's holdings read through
   ``observe.held_now`` and the cloud's list through ``cloud_view.StepReads``, each
   reread whenever its database changed).
+The two checks of edits that race live in ``simulator.race_checks`` (re-exported here);
+the helpers every check shares in ``simulator.check_basics``:
+
 - ``conflicts_kept``: two devices' concurrent corrections of one record both survive
   (in the cloud and on every device that holds the record) and are flagged (a
   ``conflict`` receipt or ``conflicts_with``), never silently dropped.
@@ -39,8 +42,15 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Mapping
 
 from device.views import RecordView
-from protocol.model import LifecycleState
-from protocol.operations import EffectKind, Receipt, ReceiptStatus, RefusalCode
+from protocol.operations import EffectKind, Receipt
+from simulator.check_basics import MAX_LISTED as MAX_LISTED
+from simulator.check_basics import applied as _applied
+from simulator.check_basics import check as _check
+from simulator.check_basics import effective as _effective
+from simulator.check_basics import forgotten_on as _forgotten_on
+from simulator.check_basics import harvest as harvest
+from simulator.check_basics import short as _short
+from simulator.check_basics import skeleton_everywhere as _skeleton_everywhere
 from simulator.cloud_view import CloudRecord, CloudView, StepReads
 from simulator.fleet import DeviceHandle, Fleet
 from simulator.forensics import (
@@ -54,69 +64,20 @@ from simulator.observe import (
     device_key,
     held_now,
     holds_content,
-    stored_receipts,
     version_texts,
 )
+from simulator.race_checks import CONFLICTS_KEPT as CONFLICTS_KEPT
+from simulator.race_checks import STALE_REFUSED as STALE_REFUSED
+from simulator.race_checks import conflicts_kept, stale_edits_refused
+from simulator.race_checks import edit_holders as edit_holders
 from simulator.report import Check
-from simulator.trace import ForgottenRecord, RunTrace
-
-MAX_LISTED = 5  # problems named in one detail; the rest are counted
+from simulator.trace import RunTrace
 
 CONVERGED = "every device that synced last equals the cloud's view of its subset"
 NOTHING_LOST = "no acknowledged operation lost"
 APPLIED_ONCE = "no operation applied twice"
 FORGOTTEN_GONE = "no forgotten content readable (device pages + WAL, cloud store, key store)"
 PENDING_EXACT = "the pending list is exactly the devices that have not yet shredded"
-CONFLICTS_KEPT = "concurrent edits kept and flagged, never silently dropped"
-STALE_REFUSED = "an offline edit to a record forgotten elsewhere is refused, no resurrection"
-
-
-def _summary(problems: list[str], ok: str) -> str:
-    if not problems:
-        return ok
-    shown = "; ".join(problems[:MAX_LISTED])
-    more = len(problems) - MAX_LISTED
-    return shown + (f"; and {more} more" if more > 0 else "")
-
-
-def _check(name: str, problems: list[str], ok: str) -> Check:
-    return Check(name, not problems, _summary(problems, ok))
-
-
-def _short(text: str | None, limit: int = 40) -> str:
-    if text is None:
-        return "None"
-    return repr(text if len(text) <= limit else text[: limit - 1] + "…")
-
-
-def _effective(receipt: Receipt) -> ReceiptStatus:
-    """What the op got the first time (a duplicate's original status)."""
-    if receipt.status is ReceiptStatus.DUPLICATE:
-        return receipt.original_status or ReceiptStatus.APPLIED
-    return receipt.status
-
-
-def _applied(receipt: Receipt) -> bool:
-    """The op took effect: applied, or applied and flagged as a conflict (a correction
-    that raced another device's)."""
-    status = _effective(receipt)
-    return status is ReceiptStatus.APPLIED or (
-        status is ReceiptStatus.CONFLICT and receipt.effect is not None
-    )
-
-
-def harvest(fleet: Fleet, trace: RunTrace, handles: Iterable[DeviceHandle] | None = None) -> None:
-    """Note in the trace every cloud receipt the devices hold now. (A device drops the
-    receipts of a record it shreds, so runs harvest after every sync and before every
-    forget: an acknowledgement, once seen, stays in the trace.)"""
-    for handle in fleet.devices() if handles is None else handles:
-        for receipt in stored_receipts(handle):
-            trace.acknowledge(device_key(handle), receipt)
-
-
-def _forgotten_on(handle: DeviceHandle, record_id: str) -> bool:
-    views = [v for v in handle.agent.list_records() if v.record_id == record_id]
-    return bool(views) and views[0].lifecycle == FORGOTTEN
 
 
 # --- convergence --------------------------------------------------------------------
@@ -388,26 +349,6 @@ def _scan_record_store(fleet: Fleet, needles: Mapping[str, bytes]) -> ScanResult
     return scan_record_store(fleet.cloud.config.store_url, store.audit_blobs(), needles)
 
 
-def _skeleton_everywhere(fleet: Fleet, view: CloudView, forgotten: ForgottenRecord) -> list[str]:
-    rid = forgotten.record_id
-    problems: list[str] = []
-    cloud = view.records(forgotten.space_id).get(rid)
-    if cloud is not None and not cloud.forgotten:
-        problems.append(f"record {rid} (forgotten by {forgotten.device}) is {cloud.lifecycle}")
-    if cloud is not None and any(text for _, text in view.version_texts(forgotten.space_id, rid)):
-        problems.append(f"record {rid}: a version still opens in the cloud")
-    for handle in fleet.devices():
-        if handle.user.space_id != forgotten.space_id:
-            continue
-        views = {v.record_id: v for v in handle.agent.list_records()}
-        local = views.get(rid)
-        if local is not None and local.lifecycle != FORGOTTEN:
-            problems.append(f"{device_key(handle)} shows record {rid} as {local.lifecycle}")
-        elif holds_content(handle, rid):
-            problems.append(f"{device_key(handle)} still holds text or keys of record {rid}")
-    return problems
-
-
 def pending_exact(fleet: Fleet, trace: RunTrace) -> Check:
     """At the end: the cloud waits exactly for the devices still holding a forgotten
     record; plus every problem the run saw at its steps (``pending_problems``)."""
@@ -471,136 +412,6 @@ def sample_pending(fleet: Fleet, trace: RunTrace, step: int) -> list[str]:
     trace.pending_samples += 1
     trace.pending_problems.extend(problems)
     return problems
-
-
-# --- edits that race ----------------------------------------------------------------
-
-
-def conflicts_kept(fleet: Fleet, trace: RunTrace) -> Check:
-    harvest(fleet, trace)
-    view = CloudView(fleet.cloud.operator)
-    held = trace.receipts
-    problems: list[str] = []
-    looked = 0
-    skipped = 0
-    for edit in trace.concurrent:
-        rid = edit.record_id
-        if rid in trace.forgotten:
-            skipped += 1  # forgotten afterwards: nothing may be kept
-            continue
-        looked += 1
-        receipts = [held.get(op_id) for _, op_id, _ in edit.edits]
-        statuses = ["no receipt" if r is None else _effective(r[1]).value for r in receipts]
-        flagged_by_receipt = any(
-            r is not None and _effective(r[1]) is ReceiptStatus.CONFLICT for r in receipts
-        )
-        records = view.records(edit.space_id)
-        record = records.get(rid)
-        if record is None:
-            problems.append(f"record {rid}: the cloud lacks it after a concurrent edit")
-            continue
-        family = [rid, *record.conflicts_with]
-        cloud_texts = {
-            text for r in family if r in records for _, text in view.version_texts(edit.space_id, r)
-        }
-        for who, op_id, text in edit.edits:
-            if text not in cloud_texts:
-                problems.append(
-                    f"record {rid}: {who}'s concurrent correction {_short(text)} (op {op_id}) "
-                    "is in no version the cloud keeps"
-                )
-        for handle in edit_holders(fleet, edit.space_id, rid):
-            mine = _texts_held(handle, family)
-            lost = [text for _, _, text in edit.edits if text not in mine]
-            if lost:
-                problems.append(
-                    f"{device_key(handle)} lost {', '.join(_short(t) for t in lost)} of "
-                    f"record {rid} (its history: {sorted(t for t in mine if t)})"
-                )
-        if not (flagged_by_receipt or record.conflicts_with):
-            problems.append(
-                f"record {rid}: concurrent corrections by "
-                f"{' and '.join(who for who, _, _ in edit.edits)} were applied in turn "
-                f"(receipts: {', '.join(statuses)}; now v{record.current_version}) and "
-                "nothing flags the conflict (no conflict receipt, conflicts_with empty)"
-            )
-    return _check(
-        CONFLICTS_KEPT,
-        problems,
-        f"{len(trace.concurrent)} concurrent edit(s): {looked} kept and flagged, {skipped} "
-        "forgotten afterwards",
-    )
-
-
-def edit_holders(fleet: Fleet, space_id: str, record_id: str) -> list[DeviceHandle]:
-    out = []
-    for handle in fleet.devices():
-        if handle.user.space_id != space_id:
-            continue
-        if any(v.record_id == record_id for v in handle.agent.list_records()):
-            out.append(handle)
-    return out
-
-
-def _texts_held(handle: DeviceHandle, record_ids: Iterable[str]) -> set[str | None]:
-    texts: set[str | None] = set()
-    for rid in record_ids:
-        texts.update(v.text for v in version_texts(handle, rid))
-    return texts
-
-
-def stale_edits_refused(fleet: Fleet, trace: RunTrace) -> Check:
-    """The cloud refuses the edit as ``forgotten`` — or the device, told of the forget
-    before it pushed (the cloud answers ``pull_required`` while a device owes it an
-    acknowledgement), shreds the record and the queued edit with it, unsent. Either way
-    the cloud never applies it and the record stays a skeleton everywhere."""
-    harvest(fleet, trace)
-    view = CloudView(fleet.cloud.operator)
-    handles = {device_key(h): h for h in fleet.devices()}
-    problems: list[str] = []
-    refused = dropped = 0
-    for edit in trace.stale:
-        cloud_receipt = view.receipts(edit.space_id).get(edit.op_id)
-        if cloud_receipt is not None and _applied(cloud_receipt):
-            problems.append(
-                f"{edit.device}'s edit {edit.op_id} of forgotten record {edit.record_id} was "
-                "APPLIED by the cloud"
-            )
-        found = trace.receipts.get(edit.op_id)
-        if found is not None:
-            receipt = found[1]
-            status = _effective(receipt)
-            if status is ReceiptStatus.REFUSED and receipt.code is RefusalCode.FORGOTTEN:
-                refused += 1
-            else:
-                problems.append(
-                    f"{edit.device}'s edit {edit.op_id} of forgotten record {edit.record_id} "
-                    f"got {status.value} ({receipt.code.value if receipt.code else 'no code'}), "
-                    "not refused as forgotten"
-                )
-        else:
-            handle = handles.get(edit.device)
-            if handle is not None and _forgotten_on(handle, edit.record_id):
-                dropped += 1
-            else:
-                problems.append(
-                    f"{edit.device}'s edit {edit.op_id} of forgotten record {edit.record_id}: "
-                    "no receipt, and the device does not show the record forgotten"
-                )
-        record = view.records(edit.space_id).get(edit.record_id)
-        if record is None or record.lifecycle != LifecycleState.FORGOTTEN.value:
-            state = "missing" if record is None else record.lifecycle
-            problems.append(f"record {edit.record_id} came back in the cloud: {state}")
-        forgotten = trace.forgotten.get(edit.record_id)
-        if forgotten is not None:
-            problems.extend(_skeleton_everywhere(fleet, view, forgotten))
-    return _check(
-        STALE_REFUSED,
-        problems,
-        f"{len(trace.stale)} offline edit(s) of records forgotten elsewhere: {refused} refused "
-        f"by the cloud as forgotten, {dropped} shredded unsent on the device; none applied; "
-        "the records stay skeletons everywhere",
-    )
 
 
 def check_all(fleet: Fleet, trace: RunTrace) -> list[Check]:

@@ -15,7 +15,7 @@ Invariants:
   the store at once; content is never updated either way.
 - Sequence numbers are handed out from memory under the space lock (taken by the
   session) and the space's counter is written once, at ``flush``.
-- Held rows reach the store, one executemany per table, at ``flush``: before the push
+- Held rows reach the store, one executemany per table (``sql_many``), at ``flush``: before the push
   writes its keys and commits, and before any method this class does not answer. A
   push that raises before that leaves nothing behind (the transaction rolls back).
 - A key created in this push is forgotten only if a forget of this push named it: once
@@ -24,11 +24,12 @@ Invariants:
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Iterable, Sequence
 from datetime import datetime
+from functools import partial
 from typing import Any
 
-from sqlalchemy import Connection, bindparam, select, update
+from sqlalchemy import bindparam, select, update
 
 from cloud.errors import StoreError
 from cloud.store import schema as t
@@ -46,6 +47,7 @@ from cloud.store.base import (
 from cloud.store.migrations import LEGACY_EPISTEMIC_PLACEHOLDER
 from cloud.store.sql import SqlSession
 from cloud.store.sql_lineage import chunks
+from cloud.store.sql_many import insert_many, insert_many_ignoring
 from cloud.store.sql_work import check_work_item, new_work_item
 
 _a = t.applied_ops.c
@@ -540,7 +542,7 @@ class BatchSession:
     def flush(self) -> None:
         """Every held row to the store, one executemany per table (then nothing is held)."""
         s, space = self.inner, self.space_id
-        run: Callable[[Any, list[dict[str, Any]]], None] = self._many
+        run = partial(insert_many, s)
         if self._next_seq is not None and self._next_seq != self._written_seq:
             s.conn.execute(SET_NEXT_SEQ, {"sp": space, "n": self._next_seq})
             self._written_seq = self._next_seq
@@ -550,7 +552,7 @@ class BatchSession:
         run(q.INSERT_CHANGE, self._changes)
         run(q.INSERT_RECORD_EVENT, self._events)
         run(q.PUT_RECEIPT, list(self._receipts.values()))
-        ignore = self._many_ignoring
+        ignore = partial(insert_many_ignoring, s)
         ignore(t.derivations, self._derivations)
         ignore(
             t.subject_index,
@@ -582,45 +584,3 @@ class BatchSession:
         ignore(t.work_items, list(self._work.values()))
         ignore(t.conversation_episodes, self._conversations)
         self._clear_buffers()
-
-    def _many(self, statement: Any, rows: list[dict[str, Any]]) -> None:
-        if not rows:
-            return
-        conn = self.inner.conn
-        if self.inner._dialect != "sqlite":
-            # PostgreSQL: SQLAlchemy's insertmanyvalues sends one multi-row INSERT per
-            # thousand rows, which beats the driver's executemany
-            conn.execute(statement, rows)
-            return
-        sql, names, processors = _compiled(conn, statement, tuple(rows[0]))
-        conn.exec_driver_sql(
-            sql,
-            [
-                tuple(
-                    row[name] if process is None else process(row[name])
-                    for name, process in zip(names, processors, strict=True)
-                )
-                for row in rows
-            ],
-        )
-
-    def _many_ignoring(self, table: Any, rows: list[dict[str, Any]]) -> None:
-        self._many(q.insert_ignore(self.inner._dialect, table), rows)
-
-
-# (statement, its keys) -> SQLite's text, its positional bind names and their processors
-_COMPILED: dict[tuple[int, tuple[str, ...]], tuple[str, list[str], list[Any]]] = {}
-
-
-def _compiled(conn: Connection, statement: Any, keys: tuple[str, ...]) -> Any:
-    """A statement compiled once for SQLite's positional parameters (built from the
-    statement, so the SQL and each column's bind processing, e.g. ``UtcDateTime``, are
-    the ones SQLAlchemy itself would run)."""
-    found = _COMPILED.get((id(statement), keys))
-    if found is None:
-        compiled = statement.compile(dialect=conn.dialect, column_keys=list(keys))
-        names = list(compiled.positiontup or ())
-        processors = compiled._bind_processors
-        found = (compiled.string, names, [processors.get(n) for n in names])
-        _COMPILED[id(statement), keys] = found
-    return found

@@ -1,7 +1,8 @@
 """The inspector's FastAPI app: server-rendered pages over one ``DeviceAgent`` (the
 checks are ``device.ui.guard``, forms ``device.ui.forms``, record lines
 ``device.ui.presenting``, words for enum values ``device.ui.labels``, bulk actions
-``device.ui.bulk``, the cloud's side of Settings ``device.ui.settings``, templates
+``device.ui.bulk``, the cloud's side of Settings ``device.ui.settings``, the actions
+that need the cloud ``device.ui.online_actions``, templates and the flash-and-redirect
 ``device.ui.rendering``).
 
 Invariants:
@@ -62,7 +63,7 @@ from device.errors import (
 )
 from device.importing import ORIGIN_THIS_ACCOUNT, looks_like_package
 from device.ui.bulk import run_each, selected, sentence, snippet
-from device.ui.forms import Upload, read_form
+from device.ui.forms import Upload, form, read_form
 from device.ui.guard import (
     COOKIE,
     INVALID_LINK,
@@ -74,14 +75,14 @@ from device.ui.guard import (
     same_origin,
 )
 from device.ui.labels import CONTENT_TYPE, LIFE_AREA
+from device.ui.online_actions import add_online_actions
 from device.ui.presenting import STATES, Shown, grouped, held_because, shown, version_lines
-from device.ui.rendering import TEMPLATES, page
-from device.ui.settings import CLOUD_UNREACHABLE, NOT_YET_SENT, pending_lines, settings_of, synced
+from device.ui.rendering import TEMPLATES, back, page
+from device.ui.settings import NOT_YET_SENT, pending_lines, settings_of
 from device.views import RecordView
 from protocol.errors import ProtocolError
 from protocol.ids import is_id
 from protocol.model import Layer, LifeArea, LifecycleState
-from protocol.subset import SubsetBudget, SubsetPolicy, SubsetRules
 
 FORGOTTEN_SENTENCE = "Permanently forgotten; it cannot be brought back."
 SEARCH_LIMIT = 50
@@ -165,14 +166,6 @@ def create_app(
             csrf=session.csrf, flash=flash, path=request.url.path, **context
         )
         return HTMLResponse(body)
-
-    def back(request: Request, target: str, message: str) -> RedirectResponse:
-        request.state.session.flash = message
-        return RedirectResponse(target, status_code=303)
-
-    def form(request: Request) -> dict[str, Any]:
-        fields: dict[str, Any] = request.state.form
-        return fields
 
     def views() -> list[RecordView]:
         return agent.what_do_you_know()
@@ -335,73 +328,7 @@ def create_app(
 
     # --- actions -------------------------------------------------------------------
 
-    @app.post("/sync")
-    async def sync(request: Request) -> Response:
-        target = local_path(form(request).get("next"), "/memory")
-        try:
-            report = agent.sync()
-        except (Offline, ServerError):
-            return back(request, target, CLOUD_UNREACHABLE)
-        except (DeviceError, ProtocolError) as exc:
-            return back(request, target, f"Not synced: {exc}")
-        text = synced(report)
-        return back(request, target, text)
-
-    def online(request: Request, target: str, run: Callable[[], Any], done: str) -> Response:
-        """A change the cloud makes (the subset): the flash says it, or why not."""
-        try:
-            run()
-        except (Offline, ServerError):
-            return back(request, target, CLOUD_UNREACHABLE)
-        except (DeviceError, ProtocolError, ValueError) as exc:
-            return back(request, target, f"Not done: {exc}")
-        return back(request, target, done)
-
-    @app.post("/records/{record_id}/pin")
-    async def pin(request: Request, record_id: str) -> Response:
-        record_or_404(record_id)
-        return online(
-            request,
-            f"/records/{record_id}",
-            lambda: agent.pin(record_id),
-            "Kept on this device whatever the rules say (within its budget).",
-        )
-
-    @app.post("/records/{record_id}/unpin")
-    async def unpin(request: Request, record_id: str) -> Response:
-        record_or_404(record_id)
-        return online(
-            request,
-            f"/records/{record_id}",
-            lambda: agent.unpin(record_id),
-            "The rules decide again whether this device keeps it; if it leaves at the next "
-            "sync, it stays in the cloud.",
-        )
-
-    @app.post("/subset")
-    async def subset(request: Request) -> Response:
-        fields = form(request)
-
-        def run() -> None:
-            view = agent.subset()
-            budget = SubsetBudget(
-                max_records=int(fields.get("max_records", "")),
-                max_bytes=int(fields.get("max_megabytes", "")) * 1024 * 1024,
-            )
-            rules = view.policy.rules.model_copy(
-                update={"recent_days": int(fields.get("recent_days", ""))}
-            )
-            agent.set_subset_policy(
-                SubsetPolicy(rules=SubsetRules.model_validate(rules.model_dump()), budget=budget)
-            )
-
-        return online(
-            request,
-            "/settings",
-            run,
-            "Changed: what enters and leaves this device arrives with the next sync "
-            "(what leaves stays in the cloud).",
-        )
+    add_online_actions(app, agent, record_or_404)
 
     @app.post("/records/{record_id}/correct")
     async def correct(request: Request, record_id: str) -> Response:
@@ -563,26 +490,6 @@ def create_app(
             else "Temporary mode is off: what you do is kept again."
         )
         return back(request, "/settings", text)
-
-    @app.post("/export")
-    async def export(request: Request) -> Response:
-        fields = form(request)
-        passphrase = str(fields.get("account_passphrase", ""))
-        include = fields.get("include_sensitive") == "on"
-        out = agent.directory / "exports"
-        try:
-            out.mkdir(parents=True, exist_ok=True)
-            result = agent.export(out, passphrase, include_sensitive=include)
-        except (Offline, ServerError):
-            return back(request, "/settings", f"Not exported: {CLOUD_UNREACHABLE}")
-        except (DeviceError, ProtocolError, OSError) as exc:
-            return back(request, "/settings", f"Not exported: {exc}")
-        return back(
-            request,
-            "/settings",
-            f"Exported {result.export_id}: {result.package_path} and {result.view_path}"
-            + ("" if result.includes_sensitive else " (sensitive classes left out)"),
-        )
 
     @app.post("/import")
     async def import_(request: Request) -> Response:

@@ -1,7 +1,8 @@
 """Reading a POST's form: urlencoded or multipart, parsed with the standard library.
 
 Invariant: a multipart body larger than ``MAX_UPLOAD_BYTES`` is refused (413) before it
-is parsed; a file field becomes an ``Upload``.
+is parsed; a file field becomes an ``Upload``. The app's guard reads a POST's form once
+(``read_form``) and keeps it on the request; endpoints take it from there (``form``).
 """
 
 from __future__ import annotations
@@ -50,3 +51,9 @@ async def read_form(request: Request) -> dict[str, Any]:
         return fields
     parsed = parse_qs(body.decode("utf-8", "replace"), keep_blank_values=True)
     return {k: v[0] for k, v in parsed.items()}
+
+
+def form(request: Request) -> dict[str, Any]:
+    """The fields the app's guard read of this POST (``request.state.form``)."""
+    fields: dict[str, Any] = request.state.form
+    return fields
