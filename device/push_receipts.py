@@ -40,15 +40,14 @@ _RECEIPT = (
 )
 _DEQUEUE = "DELETE FROM op_queue WHERE op_id = ?"
 _DROP_KEPT = "DELETE FROM resync_kept WHERE record_id = ?"
-_EPISODE_SYNCED = "UPDATE episodes SET sync_state = ?, refusal_reason = NULL WHERE episode_id = ?"
-_ARTIFACT_SYNCED = (
-    "UPDATE artifacts SET sync_state = ?, refusal_reason = NULL WHERE artifact_id = ?"
-)
+# the store's own statement (``store.set_episode_sync``): the append-only scan allows it alone
+_EPISODE_SYNCED = "UPDATE episodes SET sync_state = ?, refusal_reason = ? WHERE episode_id = ?"
+_ARTIFACT_SYNCED = "UPDATE artifacts SET sync_state = ?, refusal_reason = ? WHERE artifact_id = ?"
 _CREATED_SYNCED = (
-    "UPDATE records SET sync_state = ?, refusal_reason = NULL "
+    "UPDATE records SET sync_state = ?, refusal_reason = ? "
     "WHERE record_id = ? AND lifecycle != '" + _FORGOTTEN + "'"
 )
-_FORGET_SYNCED = "UPDATE records SET sync_state = ?, refusal_reason = NULL WHERE record_id = ?"
+_FORGET_SYNCED = "UPDATE records SET sync_state = ?, refusal_reason = ? WHERE record_id = ?"
 
 
 def plain_outcome(row: Any, receipt: Receipt, forgotten: set[str]) -> bool:
@@ -75,10 +74,11 @@ class PlainReceipts:
     receipts: list[tuple[Any, ...]] = field(default_factory=list)
     dequeued: list[tuple[str]] = field(default_factory=list)
     kept: list[tuple[str]] = field(default_factory=list)
-    episodes: list[tuple[str, str]] = field(default_factory=list)
-    artifacts: list[tuple[str, str]] = field(default_factory=list)
-    created: list[tuple[str, str]] = field(default_factory=list)
-    forgets: list[tuple[str, str]] = field(default_factory=list)
+    # the (state, no reason, id) rows each "synced" statement is run with
+    episodes: list[tuple[str, None, str]] = field(default_factory=list)
+    artifacts: list[tuple[str, None, str]] = field(default_factory=list)
+    created: list[tuple[str, None, str]] = field(default_factory=list)
+    forgets: list[tuple[str, None, str]] = field(default_factory=list)
 
     def add(self, row: Any, receipt: Receipt, stored_at: str) -> None:
         """One plain receipt (``plain_outcome``): its rows, and the report's counts."""
@@ -98,15 +98,15 @@ class PlainReceipts:
         self.report.applied += 1
         synced = SyncState.SYNCED.value
         if kind == "add_episode":
-            self.episodes.append((synced, row["episode_id"]))
+            self.episodes.append((synced, None, row["episode_id"]))
         elif kind == "add_artifact":
-            self.artifacts.append((synced, row["artifact_id"]))
+            self.artifacts.append((synced, None, row["artifact_id"]))
         elif not record_id:
             return
         elif kind in CREATING:
-            self.created.append((synced, record_id))
+            self.created.append((synced, None, record_id))
         elif kind == "forget_permanently":
-            self.forgets.append((synced, record_id))
+            self.forgets.append((synced, None, record_id))
 
     def flush(self) -> None:
         """Write what was gathered (one statement per table) and start again."""
