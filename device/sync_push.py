@@ -6,7 +6,10 @@ Invariants:
   a receipt for an op the device re-sent after a crash (``duplicate``) is stored
   like any other, and no effect is re-executed.
 - A queued op carries no text: the wire op is the queued JSON plus the text re-read
-  from its sealed row, rendered for the protocol version it goes out in.
+  from its sealed row, rendered for the protocol version it goes out in; a batch's rows
+  are read set-at-a-time (``device.push_reads``).
+- A batch's receipts are stored in one transaction; the plain ones set-at-a-time
+  (``device.push_receipts``), leaving exactly the rows one receipt at a time leaves.
 - A ``duplicate`` receipt says only that the op was applied before this delivery: for
   a record a resync kept unseen (its create op was queued; ``resync_kept``), the cloud
   is asked for the record's status before the receipt is stored, and its skeleton
