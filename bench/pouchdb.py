@@ -10,9 +10,10 @@ Each job alternates the two sides repetition by repetition (A B A B), and the me
 reported, with wall time and CPU time (``process.cpuUsage`` there, ``time.process_time``
 here; each covers both sides of its pair) and the ratios against PouchDB:
 - push: say + remember pairs queued on a fresh device (the embedder stubbed), then
-  one ``sync`` to a fresh space, vs as many docs as that pushed ops, put locally by
-  bulkDocs in batches of 500, then one ``replicate.to`` (memsync runs first in each
-  repetition, so the peer knows the count);
+  one ``sync`` to a fresh space (its pull included), with the device's own side apart:
+  its thread's CPU and the SQL statements its connection ran, per op; vs as many docs
+  as that pushed ops, put locally by bulkDocs in batches of 500, then one
+  ``replicate.to`` (memsync runs first in each repetition, so the peer knows the count);
 - initial sync: a fresh mirror device (protocol 2) catching up a space of ``records``
   remembered sentences vs a fresh local db's ``replicate.from`` of as many docs;
 - one-change sync: one more memory (another device's push) then the caught-up
@@ -186,11 +187,39 @@ def stubbed_embedders() -> Iterator[None]:
 
 @contextmanager
 def _timed() -> Iterator[dict[str, float]]:
+    """Wall and process CPU seconds; ``thread_cpu_s``: this thread's alone (the device's
+    side: the in-process cloud serves from threads of its own)."""
     out: dict[str, float] = {}
-    wall, cpu = time.perf_counter(), time.process_time()
+    wall, cpu, thread = time.perf_counter(), time.process_time(), time.thread_time()
     yield out
     out["s"] = time.perf_counter() - wall
     out["cpu_s"] = time.process_time() - cpu
+    out["thread_cpu_s"] = time.thread_time() - thread
+
+
+class _Statements:
+    """The SQL statements a device's connection runs (its trace callback: each row of an
+    executemany counts, the statements SQLite runs inside FTS5 do not)."""
+
+    def __init__(self, agent: DeviceAgent) -> None:
+        self._conn = agent._debug_db().conn
+        self._count: list[int] | None = None
+        self._conn.set_trace_callback(self._seen)
+
+    def _seen(self, sql: str) -> None:
+        if self._count is not None and not sql.startswith("--"):
+            self._count[0] += 1
+
+    @contextmanager
+    def counting(self) -> Iterator[list[int]]:
+        self._count = count = [0]
+        try:
+            yield count
+        finally:
+            self._count = None
+
+    def close(self) -> None:
+        self._conn.set_trace_callback(None)
 
 
 class Memsync:
@@ -218,25 +247,31 @@ class Memsync:
     def push(self, ops: int) -> dict[str, float]:
         space_id, _code = self.cloud.operator.add_user(f"push-{self.jobs}")
         agent = self._device(space_id, mirror=False)
+        statements = _Statements(agent)
         try:
             with stubbed_embedders():
-                with _timed() as queued:
+                with _timed() as queued, statements.counting() as queue_statements:
                     for i in range(ops // 2):
                         agent.say(_sentence(i), f"c{i}")
                         agent.remember(_sentence(i), f"c{i}")
                 queued_ops = agent.pending_ops()
-                with _timed() as pushed:
+                with _timed() as pushed, statements.counting() as push_statements:
                     agent.sync()
             if agent.pending_ops() != 0:
                 raise JobFellShort(f"push in space {space_id}: {agent.pending_ops()} ops left")
         finally:
+            statements.close()
             agent.close()
         return {
             "ops": queued_ops,
             "queue_s": queued["s"],
             "queue_cpu_s": queued["cpu_s"],
+            "queue_device_cpu_s": queued["thread_cpu_s"],
+            "queue_statements": queue_statements[0],
             "push_s": pushed["s"],
             "push_cpu_s": pushed["cpu_s"],
+            "push_device_cpu_s": pushed["thread_cpu_s"],
+            "push_statements": push_statements[0],
         }
 
     def initial(self, records: int) -> dict[str, float]:
@@ -315,6 +350,11 @@ def _run(peer: Peer, ours: Memsync, sizes: Sizes) -> dict[str, Any]:
         "memsync_cpu_us_per_op": 1e6 * _median(our_push, "push_cpu_s") / ops,
         "pouchdb_queue_docs_per_s": ops / _median(peer_push, "queue_s"),
         "memsync_queue_ops_per_s": ops / _median(our_push, "queue_s"),
+        # the device's side alone (its thread's CPU; the cloud's threads left out)
+        "memsync_queue_device_cpu_us_per_op": 1e6 * _median(our_push, "queue_device_cpu_s") / ops,
+        "memsync_queue_statements_per_op": _median(our_push, "queue_statements") / ops,
+        "memsync_push_device_cpu_us_per_op": 1e6 * _median(our_push, "push_device_cpu_s") / ops,
+        "memsync_push_statements_per_op": _median(our_push, "push_statements") / ops,
     }
     initial = {
         "pouchdb_docs_per_s": sizes.records / _median(peer_init, "sync_s"),
@@ -402,6 +442,17 @@ def render(result: dict[str, Any]) -> Table:
         f"{p['pouchdb_queue_docs_per_s']:,.0f} docs/s",
         f"{p['memsync_queue_ops_per_s']:,.0f} ops/s",
         f"{p['memsync_queue_ops_per_s'] / p['pouchdb_queue_docs_per_s']:.2f}x",
+        "",
+        "",
+    )
+    table.add_row(
+        "memsync device, per op",
+        "",
+        f"queue {p['memsync_queue_device_cpu_us_per_op']:,.0f} µs CPU, "
+        f"{p['memsync_queue_statements_per_op']:.1f} statements; "
+        f"push {p['memsync_push_device_cpu_us_per_op']:,.0f} µs CPU, "
+        f"{p['memsync_push_statements_per_op']:.1f} statements",
+        "",
         "",
         "",
     )

@@ -24,6 +24,7 @@ from typing import Any, TypedDict, Unpack
 from pydantic import ValidationError
 
 from device import account, provisional, store
+from device.detect_memo import DetectionMemo
 from device.detector import default_detector
 from device.errors import Refused
 from device.facts import episode_facts_of
@@ -69,10 +70,14 @@ MAX_SOURCES = 64
 Detect = Callable[[Sequence[str]], tuple[list[Detection], str]]
 
 
+_MEMO = DetectionMemo()
+
+
 def detect(sentences: Sequence[str]) -> tuple[list[Detection], str]:
-    """The device's detector over ``sentences``, and its model id."""
+    """The device's detector over ``sentences``, and its model id; a list it just read
+    (``say`` then ``remember`` of the same sentence) is answered from ``device.detect_memo``."""
     model = default_detector()
-    return model.detect(sentences), model.model_id
+    return _MEMO.detect(model, sentences, model.detect, model.model_id)
 
 
 def remembered_type(text: str, detect: Detect, now: datetime) -> ContentType:

@@ -6,7 +6,10 @@ Invariants:
   a receipt for an op the device re-sent after a crash (``duplicate``) is stored
   like any other, and no effect is re-executed.
 - A queued op carries no text: the wire op is the queued JSON plus the text re-read
-  from its sealed row, rendered for the protocol version it goes out in.
+  from its sealed row, rendered for the protocol version it goes out in; a batch's rows
+  are read set-at-a-time (``device.push_reads``).
+- A batch's receipts are stored in one transaction; the plain ones set-at-a-time
+  (``device.push_receipts``), leaving exactly the rows one receipt at a time leaves.
 - A ``duplicate`` receipt says only that the op was applied before this delivery: for
   a record a resync kept unseen (its create op was queued; ``resync_kept``), the cloud
   is asked for the record's status before the receipt is stored, and its skeleton
@@ -29,7 +32,7 @@ import functools
 import json
 from typing import Any
 
-from device import catalog, faults, provisional, store
+from device import catalog, faults, provisional, push_reads, push_receipts, store
 from device.errors import (
     PullRequired,
     PushDidNotSettle,
@@ -47,10 +50,10 @@ from protocol.versioned import newer_fields
 # A refused forget still leaves no content anywhere: the cloud already forgot the
 # record, or never held it.
 _HARMLESS_FORGET_REFUSALS = {"forgotten", "unknown_record"}
-_CREATING = {"remember", "infer"}
+_CREATING = push_receipts.CREATING
 # the ops that create a record (a consolidation creates the cloud's own, on a device too);
 # ``store.note_kept`` names the same kinds
-_RECORD_CREATING = _CREATING | {"consolidate"}
+_RECORD_CREATING = push_receipts.RECORD_CREATING
 _FORGOTTEN_REFUSAL = "forgotten"
 
 
@@ -89,9 +92,15 @@ class Pushing(SessionBase):
             self._check_receipts(rows, response.receipts)
             faults.reached("push_answered")  # a test may kill the process right here
             forgotten = self._ask_about_kept(rows, response.receipts)
-            with self.db.atomic():
-                for row, receipt in zip(rows, response.receipts, strict=True):
-                    self._apply_receipt(row, receipt, forgotten)
+            with self.db.atomic():  # plain receipts set-at-a-time (``device.push_receipts``)
+                push_receipts.apply_all(
+                    self.db,
+                    self.report,
+                    list(zip(rows, response.receipts, strict=True)),
+                    forgotten,
+                    self.now,
+                    self._apply_receipt,
+                )
             self.report.pushed += len(rows)
             # the sent ops' rows (their words among them) were deleted: truncate the WAL
             # so no older frame keeps them, whether or not the receipts shredded anything
@@ -151,38 +160,40 @@ class Pushing(SessionBase):
         """What a pull before a push can newly do: acknowledge, resync, shred."""
         return len(self.report.acked), self.report.resynced, self._shred_count()
 
-    def _sealed_version(self, row: Any) -> RecordContent:
-        version = store.version_row(self.db, row["record_id"], int(row["version"] or 1))
-        if version is None:
+    @staticmethod
+    def _sealed_version(sealed: push_reads.SealedRows, row: Any) -> RecordContent:
+        content = sealed.version(row["record_id"], push_reads.version_of(row))
+        if content is None:
             raise ServerError(
                 f"queued op {row['op_id']} names record {row['record_id']} v{row['version']}, "
                 "which this device no longer holds"
             )
-        return store.open_version(self.db, version)
+        return content
 
     def _push_request(self, rows: list[Any], version: int) -> PushRequest:
-        return PushRequest(ops=[self._wire_op(row, version) for row in rows])
+        sealed = push_reads.SealedRows(self.db, rows)  # one read per table for the batch
+        return PushRequest(ops=[self._wire_op(sealed, row, version) for row in rows])
 
-    def _wire_op(self, row: Any, version: int) -> dict[str, Any]:
+    def _wire_op(self, sealed: push_reads.SealedRows, row: Any, version: int) -> dict[str, Any]:
         """The wire op: the queued JSON plus the text re-read from its sealed row."""
         op = json.loads(row["op_json"])
         op.setdefault("initiated_by", "user")  # ops queued before protocol issue 3
         kind = row["kind"]
         if kind == "add_episode":
-            episode = store.episode_row(self.db, row["episode_id"])
+            episode = sealed.episode(row["episode_id"])
             if episode is None:
                 raise ServerError(
                     f"queued op {row['op_id']} names episode {row['episode_id']}, "
                     "which this device no longer holds"
                 )
-            op["text"] = store.open_episode(self.db, episode).text
+            op["text"] = episode.text
         elif kind in ("remember", "correct", "revise_rule"):
-            content = self._sealed_version(row)
+            content = self._sealed_version(sealed, row)
             op["text"] = content.text
             if kind == "remember" and content.subject is not None:
                 op["subject"] = content.subject
         elif kind in ("infer", "consolidate"):
-            op["content"] = self._sealed_version(row).model_dump(mode="json")
+            op["content"] = self._sealed_version(sealed, row).model_dump(mode="json")
         elif kind == "add_artifact":
             artifact = catalog.artifact_row(self.db, row["artifact_id"])
             if artifact is None:
