@@ -25,7 +25,14 @@ from device.db import Database
 from device.sync_state import SyncState
 from protocol.errors import SealError
 from protocol.model import LifecycleState, RecordContent
-from protocol.operations import AddArtifact, AddEpisode, AnyOperation, ForgetArea, MarkCandidate
+from protocol.operations import (
+    AddArtifact,
+    AddEpisode,
+    AnyOperation,
+    ForgetArea,
+    ForgetPermanently,
+    MarkCandidate,
+)
 from protocol.rules import (
     EpisodeFacts,
     Facts,
@@ -132,7 +139,9 @@ def facts_for(db: Database, op: AnyOperation, meta: store.Meta | None = None) ->
         record=record,
         episodes=episodes,
         related=_related(db, op, episodes),
-        children=catalog.children(db),
+        # only a forget follows derivations (``protocol.rulebook.forgetting``); reading
+        # every edge for any other op grew with the store
+        children=catalog.children(db) if isinstance(op, ForgetPermanently | ForgetArea) else {},
         area_records=area_records(db, op) if isinstance(op, ForgetArea) else (),
         known_records=known,
         projects=catalog.projects(db),

@@ -513,3 +513,22 @@ def test_a_new_version_is_numbered_above_every_version_held(held_above: int) -> 
     (added,) = [e for e in decision.effects if isinstance(e, AddVersion)]
     assert added.version == 2 + held_above and added.supersedes == 1
     assert decision.versions == (1, 2 + held_above)
+
+
+@settings(max_examples=150)
+@given(op_sequences())
+def test_only_a_forget_reads_the_derivation_edges(ops: list) -> None:
+    """The device gathers ``Facts.children`` only for a forget (reading every edge for
+    each op grew with the store): every other op decides the same without them."""
+    from dataclasses import replace
+
+    from protocol.ledger import facts_for
+    from protocol.operations import ForgetArea, ForgetPermanently
+    from protocol.rules import decide
+
+    ledger = Ledger(space_id=SPACE)
+    for index, op in enumerate(ops):
+        if not isinstance(op, ForgetPermanently | ForgetArea):
+            facts = facts_for(ledger, op)
+            assert decide(op, facts) == decide(op, replace(facts, children={}))
+        ledger, _receipt = step(ledger, op, index, op.made_at)
