@@ -400,7 +400,7 @@ class CloudService:
                     rows = [row for row in rows if row.seq <= upto]
                 has_more = capped or len(rows) > req.limit
                 chunk = rows[: req.limit]
-                wanted = [row for row in chunk if feed is None or feed.wanted(row)]
+                wanted = chunk if feed is None else feed.wanted_rows(chunk)
                 reader.load(wanted)  # the chunk's items, a statement per kind
                 sent = {row.seq for row in wanted}
                 for row in chunk:
