@@ -55,12 +55,26 @@ class Sizes:
     reps: int  # fresh devices pulling the whole feed (medians reported)
 
 
-FULL = Sizes(2_000, 3)
+FULL = Sizes(2_000, 5)
 SMOKE = Sizes(40, 1)
 
 
 class ProfileFellShort(RuntimeError):
     """A push did not apply an op, or a pull brought nothing: its figures would be wrong."""
+
+
+def _word(i: int) -> str:
+    """A made-up word of its own for each ``i``: every memory is about a subject of its
+    own, so a push relates none to the others (shared subject keys would make the
+    push's related-records step, not the pull, the bench's cost)."""
+    consonants, vowels = "bdfgklmnprstvz", "aeiou"
+    out = ""
+    while True:
+        i, c = divmod(i, len(consonants))
+        i, v = divmod(i, len(vowels))
+        out += consonants[c] + vowels[v]
+        if not i:
+            return out + "x"
 
 
 def _ops(memories: int) -> list[dict[str, Any]]:
@@ -78,9 +92,9 @@ def _ops(memories: int) -> list[dict[str, Any]]:
 
     for i in range(memories):
         ep = f"ep_{i:012d}"
-        said = f"I keep notebook number {i} on the shelf."
+        said = f"My {_word(i)} is {_word(i + 7)}."
         typed = f"{said} It has a blue cover."
-        conv = f"conv-{i % 7}"
+        conv = f"conv-{i}"  # one conversation a memory: the said-check reads its episodes
         common = {"conversation_id": conv, "source_episode_ids": [ep]}
         out.append(
             {**base("add_episode"), "episode_id": ep, "text": typed, "typed_at": AT}
@@ -101,7 +115,10 @@ def _ops(memories: int) -> list[dict[str, Any]]:
                 }
             )
         if i % 25 == 24:
-            out.append({**base("set_project"), "project": f"shelf-{i % 3}", "open": i % 2 == 0})
+            k = i // 25  # three projects opened, then closed, then opened again...
+            out.append(
+                {**base("set_project"), "project": f"shelf-{k % 3}", "open": k // 3 % 2 == 0}
+            )
         if i % 50 == 49:
             out.append({**base("dont_use"), "record_id": rec(i - 2)})
         if i % 100 == 99:
