@@ -80,10 +80,12 @@ class SubsetFeed:
         self.members = keeper.members(s, space_id, device_id)
 
     def log(self, page: Page, entries: list[SubsetLogRow], cursor_seq: int) -> None:
-        """The enters and leaves, for a device whose feed cursor is at ``cursor_seq``."""
+        """The enters and leaves, for a device whose feed cursor is at ``cursor_seq``
+        (the entering records read at once)."""
+        records = self.s.records(self.space_id, [e.record_id for e in entries if e.entered])
         for entry in entries:
             if entry.entered:
-                self._enter(page, entry, cursor_seq)
+                self._enter(page, entry, records.get(entry.record_id), cursor_seq)
             else:
                 page.add(self._leave(entry, cursor_seq))
 
@@ -110,11 +112,12 @@ class SubsetFeed:
             at=entry.at,
         )
 
-    def _enter(self, page: Page, entry: SubsetLogRow, cursor_seq: int) -> None:
+    def _enter(
+        self, page: Page, entry: SubsetLogRow, record: RecordRow | None, cursor_seq: int
+    ) -> None:
         """The record's content the device's feed cursor has passed (what follows the
         cursor, the feed itself brings, now that the record is a member), then the
-        ``subset`` change."""
-        record = self.s.record(self.space_id, entry.record_id)
+        ``subset`` change (``record``: the entering record's row, None if missing)."""
         if record is None or record.lifecycle == "permanently_forgotten":
             return  # forgotten since: its key destruction says so
         rid = record.record_id
