@@ -35,6 +35,7 @@ from bench import embedding as embedding_bench
 from bench import export as export_bench
 from bench import live as live_bench
 from bench import pouchdb as pouchdb_bench
+from bench import pull_profile as pull_profile_bench
 from bench import push_profile as push_profile_bench
 from bench import relations as relations_bench
 from bench import retrieval as retrieval_bench
@@ -309,6 +310,13 @@ def run_subset_pull(smoke: bool) -> dict[str, Any]:
         return _stamped(subset_pull=subset_pull_bench.measure(Path(tmp) / "subset-pull", smoke))
 
 
+def run_pull_profile(smoke: bool) -> dict[str, Any]:
+    """Issue 21's profile of one device's pull (``--only pull-profile``): cloud CPU and
+    statements per pulled change, today's page reader beside the per-row one before it."""
+    with tempfile.TemporaryDirectory(prefix="memsync-bench-") as tmp:
+        return _stamped(pull_profile=pull_profile_bench.measure(Path(tmp) / "pull", smoke))
+
+
 def run_retrieval_quality(smoke: bool) -> dict[str, Any]:
     """Issue 20's retrieval quality alone (``--only retrieval-quality``): memsync's recall
     beside plain cosine and BM25, both halves of bench/retrieval_data."""
@@ -547,6 +555,7 @@ def main() -> None:
             "pouchdb",
             "push-profile",
             "subset-pull",
+            "pull-profile",
         ],
         default="all",
         help="'sync': only issue 6's sync benches (fleet, pull cost, key destruction, live); "
@@ -566,7 +575,10 @@ def main() -> None:
         "installs the peer into .cache/pouchdb on first use, skipped with a note without node); "
         "'push-profile': only issue 21's profile of one push (cloud CPU and statements per "
         "op, the same statements through sqlite3, and the floor); 'subset-pull': only issue "
-        "21's one-change sync of a default device and a mirror at 1k, 10k and 100k records",
+        "21's one-change sync of a default device and a mirror at 1k, 10k and 100k records; "
+        "'pull-profile': only issue 21's profile of one device's pull (cloud CPU and "
+        "statements per pulled change, "
+        "before and after the page-at-a-time reader)",
     )
     args = parser.parse_args()
     # a SIGTERM unwinds like Ctrl-C, so clouds stop and bench databases are dropped
@@ -614,6 +626,10 @@ def main() -> None:
         "subset-pull": (
             lambda: run_subset_pull(smoke),
             lambda r: show(subset_pull_bench.render(r["subset_pull"])),
+        ),
+        "pull-profile": (
+            lambda: run_pull_profile(smoke),
+            lambda r: show(pull_profile_bench.render(r["pull_profile"])),
         ),
         "retrieval-quality": (
             lambda: run_retrieval_quality(smoke),

@@ -61,6 +61,10 @@ class KeyStore(Protocol):
         """The plain DEK, or None when it was destroyed (or never existed in this space)."""
         ...
 
+    def data_keys(self, space_id: str, key_ids: Iterable[str]) -> dict[str, bytes]:
+        """``data_key`` for many keys at once; the missing ones absent."""
+        ...
+
     def existing(self, key_ids: Iterable[str]) -> set[str]: ...
 
     def index_key(self, space_id: str) -> bytes:
@@ -333,6 +337,30 @@ class SqliteKeyStore:
                     f"data key {key_id} of {space_id} does not open: {exc}"
                 ) from exc
 
+    def data_keys(self, space_id: str, key_ids: Iterable[str]) -> dict[str, bytes]:
+        """The plain DEKs of ``key_ids`` in ``space_id`` (the missing ones absent), read by
+        IN-lists of at most 500 keys."""
+        wanted = sorted(set(key_ids))
+        out: dict[str, bytes] = {}
+        with self._lock:
+            for chunk in _chunks(wanted):
+                marks = ",".join("?" * len(chunk))
+                rows = self._db.execute(
+                    f"SELECT key_id, wrapped FROM data_keys "
+                    f"WHERE space_id = ? AND key_id IN ({marks})",
+                    [space_id, *chunk],
+                ).fetchall()
+                for key_id, wrapped in rows:
+                    try:
+                        out[key_id] = open_sealed(
+                            self._space_key(space_id), wrapped, binding(space_id, "dek", key_id, 1)
+                        )
+                    except SealError as exc:
+                        raise KeyStoreError(
+                            f"data key {key_id} of {space_id} does not open: {exc}"
+                        ) from exc
+        return out
+
     def existing(self, key_ids: Iterable[str]) -> set[str]:
         wanted = sorted(set(key_ids))
         found: set[str] = set()
@@ -439,6 +467,14 @@ class KeyBatch:
             if dek is not None:
                 self._deks[space_id, key_id] = dek
         return dek
+
+    def data_keys(self, space_id: str, key_ids: Iterable[str]) -> dict[str, bytes]:
+        wanted = set(key_ids)
+        out = {k: self._deks[space_id, k] for k in wanted if (space_id, k) in self._deks}
+        read = self._store.data_keys(space_id, wanted - out.keys())
+        for key_id, dek in read.items():
+            self._deks[space_id, key_id] = dek
+        return out | read
 
     def index_key(self, space_id: str) -> bytes:
         key = self._index_keys.get(space_id)

@@ -399,8 +399,12 @@ class CloudService:
                 if capped:
                     rows = [row for row in rows if row.seq <= upto]
                 has_more = capped or len(rows) > req.limit
-                for row in rows[: req.limit]:
-                    if feed is None or feed.wanted(row):
+                chunk = rows[: req.limit]
+                wanted = chunk if feed is None else feed.wanted_rows(chunk)
+                reader.load(wanted)  # the chunk's items, a statement per kind
+                sent = {row.seq for row in wanted}
+                for row in chunk:
+                    if row.seq in sent:
                         page.add(reader.read(row))
                     last = row.seq
                     if len(page.changes) >= req.limit:

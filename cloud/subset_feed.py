@@ -80,10 +80,12 @@ class SubsetFeed:
         self.members = keeper.members(s, space_id, device_id)
 
     def log(self, page: Page, entries: list[SubsetLogRow], cursor_seq: int) -> None:
-        """The enters and leaves, for a device whose feed cursor is at ``cursor_seq``."""
+        """The enters and leaves, for a device whose feed cursor is at ``cursor_seq``
+        (the entering records read at once)."""
+        records = self.s.records(self.space_id, [e.record_id for e in entries if e.entered])
         for entry in entries:
             if entry.entered:
-                self._enter(page, entry, cursor_seq)
+                self._enter(page, entry, records.get(entry.record_id), cursor_seq)
             else:
                 page.add(self._leave(entry, cursor_seq))
 
@@ -94,13 +96,13 @@ class SubsetFeed:
             for e in self.keeper.sources(self.space_id, entry.record_id)
             if not self.keeper.cited_by_any(self.space_id, e, self.members)
         ]
-        artifacts = []
-        for d in self.s.derivations_from(self.space_id, [entry.record_id]):
-            if d.child_kind != "artifact":
-                continue
-            parents = self.s.parents_of(self.space_id, "artifact", d.child_id)
-            if self.members.isdisjoint(parents):
-                artifacts.append(d.child_id)
+        children = [
+            d.child_id
+            for d in self.s.derivations_from(self.space_id, [entry.record_id])
+            if d.child_kind == "artifact"
+        ]
+        parents = self.s.parents_of_many(self.space_id, "artifact", children)
+        artifacts = [a for a in children if self.members.isdisjoint(parents.get(a, ()))]
         return SubsetChange(
             seq=at_seq,
             record_id=entry.record_id,
@@ -110,11 +112,12 @@ class SubsetFeed:
             at=entry.at,
         )
 
-    def _enter(self, page: Page, entry: SubsetLogRow, cursor_seq: int) -> None:
+    def _enter(
+        self, page: Page, entry: SubsetLogRow, record: RecordRow | None, cursor_seq: int
+    ) -> None:
         """The record's content the device's feed cursor has passed (what follows the
         cursor, the feed itself brings, now that the record is a member), then the
-        ``subset`` change."""
-        record = self.s.record(self.space_id, entry.record_id)
+        ``subset`` change (``record``: the entering record's row, None if missing)."""
         if record is None or record.lifecycle == "permanently_forgotten":
             return  # forgotten since: its key destruction says so
         rid = record.record_id
@@ -134,29 +137,24 @@ class SubsetFeed:
         self, page: Page, record: RecordRow, entry: SubsetLogRow, cursor_seq: int
     ) -> None:
         rid = record.record_id
+        rows: list[ChangeRow] = []  # read as one page: a statement per kind of item
         passed = self.s.version_seqs(self.space_id, rid)
         for version in self.s.versions(self.space_id, rid):
             seq = passed.get(version.version)
             if seq is not None and seq <= cursor_seq:
-                page.add(
-                    self.reader.read(
-                        ChangeRow(
-                            seq=seq,
-                            kind="record_version",
-                            at=entry.at,
-                            record_id=rid,
-                            version=version.version,
-                        )
+                rows.append(
+                    ChangeRow(
+                        seq=seq,
+                        kind="record_version",
+                        at=entry.at,
+                        record_id=rid,
+                        version=version.version,
                     )
                 )
         sources = self.keeper.sources(self.space_id, rid)
         for episode_id, seq in sorted(self.s.feed_seqs(self.space_id, "episode", sources).items()):
             if seq <= cursor_seq:
-                page.add(
-                    self.reader.read(
-                        ChangeRow(seq=seq, kind="episode", at=entry.at, episode_id=episode_id)
-                    )
-                )
+                rows.append(ChangeRow(seq=seq, kind="episode", at=entry.at, episode_id=episode_id))
         children = [
             d.child_id
             for d in self.s.derivations_from(self.space_id, [rid])
@@ -166,11 +164,11 @@ class SubsetFeed:
             self.s.feed_seqs(self.space_id, "artifact", children).items()
         ):
             if seq <= cursor_seq:
-                page.add(
-                    self.reader.read(
-                        ChangeRow(seq=seq, kind="artifact", at=entry.at, artifact_id=artifact_id)
-                    )
+                rows.append(
+                    ChangeRow(seq=seq, kind="artifact", at=entry.at, artifact_id=artifact_id)
                 )
+        for change in self.reader.read_page(rows):
+            page.add(change)
         state_seq = record.state_seq
         if state_seq is not None and state_seq <= cursor_seq:
             page.add(
@@ -179,8 +177,16 @@ class SubsetFeed:
                 )
             )
 
-    def wanted(self, row: ChangeRow) -> bool:
-        """Whether this device gets the feed row ``row``."""
+    def wanted_rows(self, rows: list[ChangeRow]) -> list[ChangeRow]:
+        """The rows of ``rows`` this device gets, in order, the artifacts' parents read
+        for them all at once."""
+        artifact_ids = [r.artifact_id for r in rows if r.kind == "artifact" and r.artifact_id]
+        parents = self.s.parents_of_many(self.space_id, "artifact", artifact_ids)
+        return [row for row in rows if self._wanted(row, parents)]
+
+    def _wanted(self, row: ChangeRow, parents: dict[str, list[str]]) -> bool:
+        """Whether this device gets the feed row ``row`` (``parents``: the artifacts'
+        parents, from ``parents_of_many``)."""
         if row.kind in _RECORD_KINDS:
             return row.record_id in self.members
         if row.kind == "episode":
@@ -189,6 +195,6 @@ class SubsetFeed:
             return not citing or not citing.isdisjoint(self.members)
         if row.kind == "artifact":
             assert row.artifact_id is not None
-            parents = self.s.parents_of(self.space_id, "artifact", row.artifact_id)
-            return not parents or not self.members.isdisjoint(parents)
+            of = parents.get(row.artifact_id, [])
+            return not of or not self.members.isdisjoint(of)
         return True  # projects, key destructions

@@ -126,12 +126,7 @@ class Vault:
         wanted = set(key_ids)
         wanted -= s.forgotten_key_ids(space_id, wanted)
         source = self.key_store if self._batch is None else self._batch
-        out: dict[str, bytes] = {}
-        for key_id in sorted(wanted):
-            dek = source.data_key(space_id, key_id)
-            if dek is not None:
-                out[key_id] = dek
-        return out
+        return source.data_keys(space_id, wanted) if wanted else {}
 
     def seal_derived(
         self, dek: bytes, space_id: str, kind: str, item_id: str, version: int, plain: bytes

@@ -17,6 +17,7 @@ from sqlalchemy import Connection, Table, and_, delete, func, or_, select
 
 from cloud.store import schema as t
 from cloud.store import statements as q
+from cloud.store import statements_pull as qp
 from cloud.store.base import DerivationRow
 
 _CHUNK = 500
@@ -81,6 +82,20 @@ class LineageQueries:
             .order_by(c.position, c.parent_record_id)
         )
         return [r[0] for r in rows]
+
+    def parents_of_many(
+        self, space_id: str, child_kind: str, child_ids: Iterable[str]
+    ) -> dict[str, list[str]]:
+        """``parents_of`` for many children at once: each child's parents in the same
+        order; a child with no parent is absent."""
+        out: dict[str, list[str]] = {}
+        for chunk in chunks(sorted(set(child_ids))):
+            rows = self.conn.execute(
+                qp.PARENTS_OF_MANY, {"sp": space_id, "kind": child_kind, "ids": chunk}
+            )
+            for child_id, parent_id in rows:
+                out.setdefault(child_id, []).append(parent_id)
+        return out
 
     def drop_derivations(
         self, space_id: str, record_ids: Iterable[str], artifact_ids: Iterable[str]

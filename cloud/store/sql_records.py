@@ -25,6 +25,7 @@ from sqlalchemy import (
 from cloud.errors import StoreError
 from cloud.store import schema as t
 from cloud.store import statements as q
+from cloud.store import statements_pull as qp
 from cloud.store.base import (
     ArtifactRow,
     EpisodeRow,
@@ -34,7 +35,7 @@ from cloud.store.base import (
     VersionRow,
 )
 from cloud.store.migration_steps import LEGACY_EPISTEMIC_PLACEHOLDER
-from cloud.store.sql_lineage import chunks
+from cloud.store.sql_lineage import _CHUNK, chunks
 
 _chunks = chunks
 
@@ -174,6 +175,23 @@ class RecordQueries:
             )
         ).first()
         return None if row is None else self._version_row(row)
+
+    def version_rows(
+        self, space_id: str, keys: Iterable[tuple[str, int]]
+    ) -> dict[tuple[str, int], VersionRow]:
+        """The versions named by ``(record_id, version)`` pairs (the missing ones absent),
+        by row-value IN-lists of half a chunk (two bound parameters a pair)."""
+        wanted = sorted(set(keys))
+        out: dict[tuple[str, int], VersionRow] = {}
+        half = _CHUNK // 2
+        for start in range(0, len(wanted), half):
+            rows = self.conn.execute(
+                qp.VERSIONS_AT, {"sp": space_id, "ids": wanted[start : start + half]}
+            )
+            for r in rows:
+                row = self._version_row(r)
+                out[row.record_id, row.version] = row
+        return out
 
     def versions(self, space_id: str, record_id: str) -> list[VersionRow]:
         c = t.record_versions.c
