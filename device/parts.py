@@ -13,7 +13,7 @@ Invariants:
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import TypedDict
 
@@ -54,6 +54,9 @@ class Parts:
     db: Database
     now: Callable[[], datetime]  # timezone-aware UTC (``utc_now`` of the agent's clock)
     random: RandomBytes
+    # embedding models this process found every vector current for (``rebuild_vectors``):
+    # every later write indexes in its own transaction, so the scan need not run again
+    vectors_current: set[str] = field(default_factory=set, compare=False)
 
     def iso(self) -> str:
         """Now, as the ISO string the store keeps."""

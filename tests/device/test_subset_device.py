@@ -169,3 +169,35 @@ def test_a_new_model_is_rebuilt_in_the_background_and_never_mixed(
     assert {r[0] for r in db.all("SELECT model_id FROM record_vectors")} == {other.model_id}
     assert set(records) <= set(search.vector_hits(db, "Where do I live?"))
     agent.close()
+
+
+def test_the_whole_store_is_scanned_for_stale_vectors_once_per_process_and_model(
+    make_agent: MakeAgent, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """After each sync the agent rebuilds vectors another model made. Once a scan found
+    every vector current, later syncs skip the scan (a full read of every record, which
+    grew with the store): every write since indexed in its own transaction. A model
+    change scans again and still rebuilds everything."""
+    agent = make_agent()
+    told(agent, "I live in Porto.")
+    scans: list[int] = []
+    real_stale = search.stale
+
+    def counted(db: Database, *args: Any, **kwargs: Any) -> list[tuple[str, int]]:
+        found = real_stale(db, *args, **kwargs)
+        if not args and not kwargs.get("record_ids"):
+            scans.append(len(found))
+        return found
+
+    monkeypatch.setattr(search, "stale", counted)
+    assert agent.rebuild_vectors() == 0 and scans == [0]
+    told(agent, "I play the cello.")  # indexed in its own transaction
+    assert agent.rebuild_vectors() == 0 and scans == [0]  # no second scan
+    db = agent._debug_db()
+    assert real_stale(db) == []  # and, indeed, nothing was stale
+    other = _OtherModel(search.default_embedder())
+    monkeypatch.setattr(search, "default_embedder", lambda: other)
+    assert agent.rebuild_vectors() == 2 and scans == [0, 2]
+    assert {r[0] for r in db.all("SELECT model_id FROM record_vectors")} == {other.model_id}
+    assert agent.rebuild_vectors() == 0 and scans == [0, 2]
+    agent.close()
