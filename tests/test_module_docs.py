@@ -1,6 +1,7 @@
-"""Every module of ``device/``, ``cloud/`` and ``protocol/`` has its line in its room's
-doc (issue 24 item 6): ``docs/device.md``, ``docs/cloud.md`` and, for ``protocol/``,
-``docs/architecture.md``. A module is named in backticks by its path inside the
+"""Every module of ``device/``, ``cloud/``, ``protocol/``, ``simulator/`` and ``memsync/``
+has its line in its room's doc (issue 24 item 6): ``docs/device.md``, ``docs/cloud.md``,
+``docs/simulator.md`` and, for ``protocol/`` and ``memsync/``, ``docs/architecture.md``.
+A module is named in backticks by its path inside the
 package (``ui/app.py``) or with the package in front (``cloud/store/sql.py``)."""
 
 from __future__ import annotations
@@ -10,7 +11,13 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
-ROOMS = {"device": "docs/device.md", "cloud": "docs/cloud.md", "protocol": "docs/architecture.md"}
+ROOMS = {
+    "device": "docs/device.md",
+    "cloud": "docs/cloud.md",
+    "protocol": "docs/architecture.md",
+    "simulator": "docs/simulator.md",
+    "memsync": "docs/architecture.md",
+}
 
 
 def _modules(package: str) -> list[str]:
