@@ -9,7 +9,7 @@ Invariants:
 - Every write to a record's row or versions first tells the change feed
   (``device.changes.touch``), so it can report the change once the transaction commits.
 - A resync's bookkeeping (its marker, what the cloud sent, what it kept) is
-  ``device.resync_marks``, re-exported here so ``store.begin_resync`` & co. still work.
+  ``device.resync_marks`` (its callers use it directly).
 """
 
 from __future__ import annotations
@@ -22,17 +22,6 @@ from typing import Any
 from device import changes
 from device.db import Database
 from device.keys import open_item
-
-# the resync's bookkeeping, named here for its callers (``store.begin_resync`` & co.)
-from device.resync_marks import RESYNC_KINDS as RESYNC_KINDS
-from device.resync_marks import Unseen as Unseen
-from device.resync_marks import begin_resync as begin_resync
-from device.resync_marks import drop_kept as drop_kept
-from device.resync_marks import finish_resync as finish_resync
-from device.resync_marks import kept_records as kept_records
-from device.resync_marks import note_kept as note_kept
-from device.resync_marks import note_seen as note_seen
-from device.resync_marks import unseen_synced as unseen_synced
 from device.sync_state import SyncState
 from protocol.errors import SealError
 from protocol.model import EpisodeContent, RecordContent

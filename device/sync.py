@@ -23,7 +23,7 @@ Invariants:
 
 from __future__ import annotations
 
-from device import faults, store
+from device import faults, resync_marks, store
 from device import subset as subset_of
 from device.errors import ResyncRequired, ServerError
 from device.keys import load_private_key
@@ -132,7 +132,7 @@ class SyncSession(Pushing, Applying):
             finally:
                 self._page = None  # what the page opened goes with it, whatever happened
             if resyncing:
-                store.note_seen(self.db, sent_items(page))
+                resync_marks.note_seen(self.db, sent_items(page))
             else:
                 store.set_cursor(self.db, page.cursor)
         self.report.pulled += len(page.changes)
@@ -154,7 +154,7 @@ class SyncSession(Pushing, Applying):
         self.report.resynced = True
         for _attempt in range(_RESYNC_ATTEMPTS):
             with self.db.atomic():
-                store.begin_resync(self.db, self.now())
+                resync_marks.begin_resync(self.db, self.now())
             try:
                 cursor = self._resync_pages()
             except ResyncRequired:
@@ -182,14 +182,14 @@ class SyncSession(Pushing, Applying):
     def _finish_resync(self, cursor: str) -> None:
         at = self.now()
         with self.db.atomic():
-            unseen = store.unseen_synced(self.db)
+            unseen = resync_marks.unseen_synced(self.db)
             self._shred(artifact_ids=unseen.artifact_ids, at=at)
             for record_id in unseen.record_ids:
                 if (row := store.record_row(self.db, record_id)) and row["lifecycle"] != FORGOTTEN:
                     self._shred_closure(record_id, at)
             self._shred(episode_ids=unseen.episode_ids, at=at)
-            store.note_kept(self.db)
-            store.finish_resync(self.db, cursor)
+            resync_marks.note_kept(self.db)
+            resync_marks.finish_resync(self.db, cursor)
         self.report.resync_removed = [
             *unseen.record_ids,
             *unseen.episode_ids,

@@ -32,7 +32,7 @@ import functools
 import json
 from typing import Any
 
-from device import catalog, faults, provisional, push_reads, push_receipts, store
+from device import catalog, faults, provisional, push_reads, push_receipts, resync_marks, store
 from device.errors import (
     PullRequired,
     PushDidNotSettle,
@@ -52,7 +52,7 @@ from protocol.versioned import newer_fields
 _HARMLESS_FORGET_REFUSALS = {"forgotten", "unknown_record"}
 _CREATING = push_receipts.CREATING
 # the ops that create a record (a consolidation creates the cloud's own, on a device too);
-# ``store.note_kept`` names the same kinds
+# ``resync_marks.note_kept`` names the same kinds
 _RECORD_CREATING = push_receipts.RECORD_CREATING
 _FORGOTTEN_REFUSAL = "forgotten"
 
@@ -145,7 +145,7 @@ class Pushing(SessionBase):
             and row["record_id"]
         ]
         forgotten: set[str] = set()
-        for record_id in sorted(store.kept_records(self.db, duplicated)):
+        for record_id in sorted(resync_marks.kept_records(self.db, duplicated)):
             try:
                 state = self.client.get(f"/v1/records/{record_id}", RecordState)
             except ServerRefused as exc:
@@ -257,7 +257,7 @@ class Pushing(SessionBase):
         store.dequeue(self.db, row["op_id"])
         kind = row["kind"]
         if kind in _RECORD_CREATING:
-            store.drop_kept(self.db, row["record_id"])
+            resync_marks.drop_kept(self.db, row["record_id"])
             if row["record_id"] in forgotten:
                 # the cloud's own word: its status for the record is a skeleton
                 self._shred_on_status(row["record_id"])
