@@ -7,6 +7,7 @@ device's own kept classes added; nothing of a forgotten record travels.
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
@@ -138,7 +139,8 @@ def test_export_then_import_into_a_fresh_account_gives_the_same_content_as_candi
         assert coffee.versions[1].supersedes == 1 and coffee.current_version == 2
         # the forgotten record is a skeleton and nothing more
         assert [s.id for s in package.skeletons] == [ids["locker"]]
-        assert "4417" not in text and "locker" not in text
+        # as a token: a random hex digest may hold the digits "4417" (it failed once so)
+        assert re.search(r"\b4417\b", text) is None and "locker" not in text
         # accepted behaviour rules apart; sensitive classes apart, the kept class included
         assert [r.id for r in package.behaviour_rules] == [ids["rule"]]
         assert package.sensitive is not None
