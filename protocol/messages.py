@@ -56,7 +56,6 @@ from protocol.wire import B64Bytes, UtcDatetime, WireModel
 MAX_PULL_PAGE = 500
 MAX_PULL_WAIT = 25.0  # seconds a live pull may wait for the space to change
 MAX_REQUEST_BYTES = 4 * 1024 * 1024
-MAX_PULL_WAIT = 25.0  # seconds a live pull may be held open
 
 
 class Envelope(WireModel):
