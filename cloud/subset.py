@@ -23,8 +23,13 @@ Invariants:
   brought up to date from the journal, its pins, the space's uses and the clock; it is
   built afresh from every fact when there is none, when its policy changed, when the
   device has no subset state yet, or when the journal no longer reaches back to it. So
-  a pull's choice costs what changed (and the device's subset), not the space's size;
-  it always equals ``protocol.subset.choose`` over the same inputs.
+  a pull's choice costs what changed, not the space's size nor the subset's; it
+  always equals ``protocol.subset.choose`` over the same inputs.
+- What entered and left is the chooser's delta applied to the members this process's
+  last evaluation saved, when the store still holds that evaluation's state and the
+  chooser has given no delta since; the members a push added since are the records
+  written after it (``record_version`` rows) that the store lists as members. Else the
+  members are read from the store and diffed against a full walk of the choice.
 """
 
 from __future__ import annotations
@@ -53,7 +58,7 @@ from protocol.subset import (
     SubsetView,
     by_reason_entries,
 )
-from protocol.subset_incremental import IncrementalChooser
+from protocol.subset_incremental import ChoiceDelta, IncrementalChooser
 
 log = logging.getLogger("memsync.cloud")
 
@@ -266,20 +271,42 @@ class _Kept:
     chooser: IncrementalChooser
     facts_at: tuple[int, int]  # (epoch, as_of) of the space's facts
     placed: int = 0  # records placed again by the last choice (all of them when built)
+    serial: int = field(default_factory=lambda: next(_epochs))  # this chooser's own
+    deltas: int = 0  # how many deltas it has given: (serial, deltas) names its base
 
 
 @dataclass(frozen=True, slots=True)
 class Evaluation:
     entered: list[str]
     left: list[str]
-    choice: Choice | None  # None: the standing choice still held
+    chooser: IncrementalChooser | None  # None: the standing choice still held
     as_of: int  # the feed position the standing choice covers
 
+    @property
+    def choice(self) -> Choice | None:
+        """The choice this evaluation made (walked when asked), None if it made none."""
+        return None if self.chooser is None else self.chooser.choice()
 
-def _summary(choice: Choice) -> str:
+
+@dataclass(frozen=True, slots=True)
+class _Saved:
+    """The members an evaluation left, under the state it saved, and its chooser's base."""
+
+    state: tuple[int, int, str]  # (gen, evaluated seq, summary)
+    members: frozenset[str]
+    base: tuple[int, int]  # (serial, deltas) of the chooser once it gave that choice
+
+
+# the feed rows after a choice read to find the members a push added since (beyond: the
+# whole membership is read)
+_EXTRAS_SCAN = 1000
+
+
+def _summary(choice: Choice | ChoiceDelta) -> str:
+    records = len(choice.members) if isinstance(choice, Choice) else choice.records
     return json.dumps(
         {
-            "records": len(choice.members),
+            "records": records,
             "size_bytes": choice.size_bytes,
             "left_out": choice.left_out,
             "left_out_pins": list(choice.left_out_pins),
@@ -299,8 +326,8 @@ class SubsetKeeper:
         self._kept: dict[tuple[str, str], _Kept] = {}
         self._kept_lock = threading.Lock()  # guards the dicts; a device's own lock its chooser
         self._device_locks: dict[tuple[str, str], threading.Lock] = {}
-        # the members the last evaluation left, under the state it saved (gen, seq, summary)
-        self._members: dict[tuple[str, str], tuple[tuple[int, int, str], frozenset[str]]] = {}
+        # the members the last evaluation left, under the state it saved
+        self._members: dict[tuple[str, str], _Saved] = {}
 
     # --- policy and pins --------------------------------------------------------------
 
@@ -370,17 +397,30 @@ class SubsetKeeper:
             and now - state.evaluated_at < CHOICE_LIFETIME
         ):
             return Evaluation([], [], None, last)
-        if state is None:
-            # the first choice: the device holds what it was sent or wrote before
-            members = s.holdings_of(space_id, device_id, "record")
-            s.clear_subset(space_id, device_id)
-            s.add_subset_members(space_id, device_id, members)
+        saved = None if state is None else self._saved(s, space_id, device_id, state, last)
+        delta, base, kept = self._choose(s, space_id, device_id, now, fresh=state is None)
+        if saved is not None and saved[0].base == base:
+            # the chooser's delta is against the members this process saved: the rest of
+            # the members are what pushes added since (``extras``)
+            was, extras = saved
+            chosen = was.members.difference(delta.left).union(delta.entered)
+            gone = [*delta.left, *(r for r in extras if r not in chosen)]
+            entered = [r for r in delta.entered if r not in extras]
+            reasons = delta.entered
         else:
-            members = self.members(s, space_id, device_id)
-        choice = self._choose(s, space_id, device_id, now, fresh=state is None)
-        gone = [r for r in members if r not in choice.members]
+            if state is None:
+                # the first choice: the device holds what it was sent or wrote before
+                members = s.holdings_of(space_id, device_id, "record")
+                s.clear_subset(space_id, device_id)
+                s.add_subset_members(space_id, device_id, members)
+            else:
+                members = self.members(s, space_id, device_id)
+            choice = kept.chooser.choice()
+            chosen = frozenset(choice.members)
+            gone = [r for r in members if r not in choice.members]
+            entered = [r for r in choice.members if r not in members]
+            reasons = choice.members
         live = self.facts.live(space_id, gone)
-        entered = [r for r in choice.members if r not in members]
         left = sorted(r for r in gone if r in live)
         forgotten = [r for r in gone if r not in live]
         gen = 0 if state is None else state.gen
@@ -390,37 +430,55 @@ class SubsetKeeper:
             log.append(SubsetLogRow(gen, record_id, False, None, now))
         for record_id in entered:
             gen += 1
-            log.append(SubsetLogRow(gen, record_id, True, choice.members[record_id].value, now))
+            log.append(SubsetLogRow(gen, record_id, True, reasons[record_id].value, now))
         s.add_subset_log(space_id, device_id, log)
         s.remove_subset_members(space_id, device_id, [*left, *forgotten])
         s.add_subset_members(space_id, device_id, entered)
-        summary = _summary(choice)
+        summary = _summary(delta)
         s.save_subset_state(space_id, device_id, SubsetStateRow(gen, last, now, summary))
-        kept = frozenset(members.difference(left, forgotten).union(entered))
         with self._kept_lock:
-            self._members[(space_id, device_id)] = ((gen, last, summary), kept)
-        return Evaluation(entered, left, choice, last)
+            self._members[(space_id, device_id)] = _Saved(
+                (gen, last, summary), chosen, (kept.serial, kept.deltas)
+            )
+        return Evaluation(entered, left, kept.chooser, last)
+
+    def _saved(
+        self, s: StoreSession, space_id: str, device_id: str, state: SubsetStateRow, last: int
+    ) -> tuple[_Saved, set[str]] | None:
+        """What this process's last evaluation left, if the store's state is still the
+        one it saved, and the members pushes added since: a push adds the records it
+        writes (each with a ``record_version`` row after the choice's seq), and only an
+        evaluation removes any. None when unknown here or too much was written since."""
+        with self._kept_lock:
+            saved = self._members.get((space_id, device_id))
+        if saved is None or saved.state != (state.gen, state.evaluated_seq, state.summary):
+            return None
+        if last == state.evaluated_seq:
+            return saved, set()
+        rows = s.changes_after(space_id, state.evaluated_seq, _EXTRAS_SCAN + 1)
+        if len(rows) > _EXTRAS_SCAN:
+            return None
+        written = {r.record_id for r in rows if r.kind == "record_version" and r.record_id}
+        written.difference_update(saved.members)
+        extras = s.subset_members_among(space_id, device_id, written) if written else set()
+        return saved, extras
 
     def members(self, s: StoreSession, space_id: str, device_id: str) -> set[str]:
         """The device's subset members as ``s`` sees them: what this process's last
-        evaluation left when the store's state is still the one it saved and nothing
-        was committed since (a push may add members), else read from the store."""
+        evaluation left, plus what pushes added since, when the store's state is still
+        the one it saved; else read from the store."""
         state = s.subset_state(space_id, device_id)
-        with self._kept_lock:
-            cached = self._members.get((space_id, device_id))
-        if (
-            state is not None
-            and cached is not None
-            and cached[0] == (state.gen, state.evaluated_seq, state.summary)
-            and s.last_seq(space_id) == state.evaluated_seq
-        ):
-            return set(cached[1])
+        if state is not None:
+            saved = self._saved(s, space_id, device_id, state, s.last_seq(space_id))
+            if saved is not None:
+                return set(saved[0].members).union(saved[1])
         return s.subset_members(space_id, device_id)
 
     def _choose(
         self, s: StoreSession, space_id: str, device_id: str, now: datetime, *, fresh: bool
-    ) -> Choice:
-        """The device's choice now: its kept chooser brought up to date, or a new one."""
+    ) -> tuple[ChoiceDelta, tuple[int, int], _Kept]:
+        """The device's choice now: its kept chooser brought up to date, or a new one;
+        (its delta, the (serial, deltas) the delta is against, the kept chooser)."""
         policy = self.policy(s, space_id, device_id)
         pins = s.pins(space_id, device_id)
         uses = s.record_uses(space_id)
@@ -442,7 +500,10 @@ class SubsetKeeper:
             else:
                 kept.facts_at, changed = changes
                 kept.placed = kept.chooser.update(now, changed, pins=pins, uses=uses)
-            return kept.chooser.choice()
+            base = (kept.serial, kept.deltas)
+            delta = kept.chooser.delta()
+            kept.deltas += 1
+            return delta, base, kept
 
     def placed(self, space_id: str, device_id: str) -> int | None:
         """How many records the device's last choice placed again (None: none kept)."""

@@ -13,6 +13,12 @@ Invariants:
   sorts by; filling the budget walks them in that order and stops once the record
   budget is full, so a choice costs the records chosen, not the records of the space.
 - Time never runs backwards here: an update at an earlier ``now`` rebuilds everything.
+- ``delta()`` says what entered and left since the last ``delta()`` (the first: since
+  nothing), with the choice's counts; applied to the previous members it gives
+  ``choice()``'s members, the entered ones in ``choice()``'s order. While the choice is
+  the head of the candidates (no record skipped for the byte budget, before and after)
+  it looks only at the records placed again and the ones around the record budget's
+  edge, so it costs what changed, not the subset; otherwise it walks (``choice()``).
 """
 
 from __future__ import annotations
@@ -20,6 +26,7 @@ from __future__ import annotations
 import heapq
 from bisect import bisect_left, insort
 from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
 from datetime import datetime, timedelta
 
 from protocol.model import ContentType, LifecycleState
@@ -38,6 +45,21 @@ from protocol.subset import (
 _Key = tuple[int, float, str]
 
 
+@dataclass(frozen=True, slots=True)
+class ChoiceDelta:
+    """What entered and left a device's choice since the last ``delta()``, and the
+    choice's counts as ``Choice`` has them."""
+
+    entered: dict[str, Reason]  # in the order ``choose`` chose them
+    left: frozenset[str]
+    records: int
+    size_bytes: int
+    left_out: int
+    left_out_pins: tuple[str, ...]
+    excluded_pins: tuple[str, ...]
+    by_reason: dict[Reason, int]
+
+
 class IncrementalChooser:
     """One device's subset over one space's facts, updated change by change."""
 
@@ -54,6 +76,12 @@ class IncrementalChooser:
         self._pins: frozenset[str] = frozenset(pins)
         self._uses: dict[str, tuple[int, datetime]] = dict(uses or {})
         self._now = now
+        # the last delta()'s members (reason, size), whether they were the candidates'
+        # head, and the records placed again since (None: everything, e.g. rebuilt)
+        self._base: dict[str, tuple[Reason, int]] = {}
+        self._base_head = False
+        self._base_size = 0
+        self._base_by_reason: dict[Reason, int] = {}
         self._rebuild()
 
     # --- what it holds ----------------------------------------------------------------
@@ -67,6 +95,7 @@ class IncrementalChooser:
         self._sorted: list[_Key] = []
         self._excluded_pins: set[str] = set()
         self._due: list[tuple[datetime, str]] = []
+        self._pending: set[str] | None = None
         for record_id in self._facts:
             self._place(record_id, sort=False)
         self._sorted.sort()
@@ -157,6 +186,8 @@ class IncrementalChooser:
         for record_id in touched:
             self._unplace(record_id)
             self._place(record_id)
+        if self._pending is not None:
+            self._pending |= touched
         return len(touched)
 
     # --- reading it -------------------------------------------------------------------
@@ -164,7 +195,12 @@ class IncrementalChooser:
     def choice(self) -> Choice:
         """What ``choose`` would choose now: walk the candidates in order until the
         record budget is full; the rest are left out."""
+        return self._walk()[0]
+
+    def _walk(self) -> tuple[Choice, bool]:
+        """``choice()``, and whether it is the head of the candidates (none skipped)."""
         budget = self.policy.budget
+        skipped = 0
         members: dict[str, Reason] = {}
         by_reason: dict[Reason, int] = {}
         size = 0
@@ -184,6 +220,7 @@ class IncrementalChooser:
             f_size = self._facts[record_id].size_bytes
             if size + f_size > budget.max_bytes:
                 left_out += 1
+                skipped += 1
                 if reason is Reason.PINNED:
                     left_out_pins.append(record_id)
                 continue
@@ -197,4 +234,110 @@ class IncrementalChooser:
             left_out_pins=tuple(sorted(left_out_pins)),
             excluded_pins=tuple(sorted(self._excluded_pins)),
             by_reason=by_reason,
+        ), skipped == 0
+
+    def delta(self) -> ChoiceDelta:
+        """What entered and left since the last ``delta()``, and the counts now."""
+        if self._pending is not None and self._base_head:
+            fast = self._head_delta(self._pending)
+            if fast is not None:
+                self._pending = set()
+                return fast
+        choice, head = self._walk()
+        base = self._base
+        self._base = {
+            r: (reason, self._facts[r].size_bytes) for r, reason in choice.members.items()
+        }
+        self._base_head = head
+        self._base_size = choice.size_bytes
+        self._base_by_reason = dict(choice.by_reason)
+        self._pending = set()
+        return ChoiceDelta(
+            entered={r: why for r, why in choice.members.items() if r not in base},
+            left=frozenset(r for r in base if r not in choice.members),
+            records=len(choice.members),
+            size_bytes=choice.size_bytes,
+            left_out=choice.left_out,
+            left_out_pins=choice.left_out_pins,
+            excluded_pins=choice.excluded_pins,
+            by_reason=choice.by_reason,
         )
+
+    def _head_delta(self, touched: set[str]) -> ChoiceDelta | None:
+        """The delta when the last one was the candidates' head and the new choice is
+        too: the members are the first ``max_records`` candidates, so only a record
+        placed again or one within ``len(touched)`` places of that edge can change
+        sides. None when the new head does not fit the byte budget (a walk decides)."""
+        budget = self.policy.budget
+        edge = budget.max_records
+        n = len(self._sorted)
+        near = {
+            key[2]
+            for key in self._sorted[max(0, edge - len(touched) - 1) : edge + len(touched) + 1]
+        }
+        base = self._base
+        entered: dict[str, Reason] = {}
+        left: set[str] = set()
+        moved: dict[str, tuple[Reason, int]] = {}  # members staying, placed again
+        for record_id in touched | near:
+            placed = self._keys.get(record_id)
+            member = placed is not None and bisect_left(self._sorted, placed[0]) < edge
+            if member:
+                assert placed is not None
+                now_is = (placed[1], self._facts[record_id].size_bytes)
+                if record_id not in base:
+                    entered[record_id] = placed[1]
+                    moved[record_id] = now_is
+                elif base[record_id] != now_is:
+                    moved[record_id] = now_is
+            elif record_id in base:
+                left.add(record_id)
+        return self._apply_head(entered, left, moved, n)
+
+    def _apply_head(
+        self,
+        entered: dict[str, Reason],
+        left: set[str],
+        moved: dict[str, tuple[Reason, int]],
+        candidates: int,
+    ) -> ChoiceDelta | None:
+        """Move the base by a head delta (unless the new head is over the byte budget)."""
+        base, budget = self._base, self.policy.budget
+        size = self._base_size - sum(base[r][1] for r in left)
+        size += sum(now_is[1] - (base[r][1] if r in base else 0) for r, now_is in moved.items())
+        if size > budget.max_bytes:
+            return None
+        counts = self._base_by_reason
+        for record_id in left:
+            self._count(counts, base.pop(record_id)[0], -1)
+        for record_id, now_is in moved.items():
+            if record_id in base:
+                self._count(counts, base[record_id][0], -1)
+            base[record_id] = now_is
+            self._count(counts, now_is[0], 1)
+        self._base_size = size
+        edge = budget.max_records
+        pinned_rank = CLASS_ORDER.index(Reason.PINNED)
+        left_out_pins: list[str] = []
+        for rest in self._sorted[edge:]:
+            if rest[0] != pinned_rank:
+                break
+            left_out_pins.append(rest[2])
+        return ChoiceDelta(
+            entered={r: entered[r] for r in sorted(entered, key=lambda r: self._keys[r][0])},
+            left=frozenset(left),
+            records=len(base),
+            size_bytes=size,
+            left_out=max(0, candidates - edge),
+            left_out_pins=tuple(sorted(left_out_pins)),
+            excluded_pins=tuple(sorted(self._excluded_pins)),
+            by_reason=dict(counts),
+        )
+
+    @staticmethod
+    def _count(counts: dict[Reason, int], reason: Reason, by: int) -> None:
+        n = counts.get(reason, 0) + by
+        if n:
+            counts[reason] = n
+        else:
+            counts.pop(reason, None)

@@ -544,6 +544,15 @@ def _v15_candidate_hints(conn: Connection) -> None:
     conn.exec_driver_sql(f"ALTER TABLE work_items ADD COLUMN device_hint {blob}")
 
 
+# Migration 16: records by the seq of their last state change, so the subset facts'
+# refresh ("records changed since seq") reads what changed, not every record of the space.
+STATE_SEQ_MIGRATION = 16
+
+
+def _v16_records_state_seq(conn: Connection) -> None:
+    conn.exec_driver_sql("CREATE INDEX records_state ON records(space_id, state_seq)")
+
+
 @dataclass(frozen=True)
 class Migration:
     version: int
@@ -567,4 +576,5 @@ MIGRATIONS: tuple[Migration, ...] = (
     Migration(HISTORY_MIGRATION, "history_index", _v13_history),
     Migration(CONVERSATION_MIGRATION, "conversation_episodes", _v14_conversations),
     Migration(HINT_MIGRATION, "candidate_hints", _v15_candidate_hints),
+    Migration(STATE_SEQ_MIGRATION, "records_state_seq", _v16_records_state_seq),
 )

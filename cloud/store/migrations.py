@@ -30,6 +30,7 @@ from cloud.store.migration_steps import (
     LEGACY_EPISTEMIC_PLACEHOLDER as LEGACY_EPISTEMIC_PLACEHOLDER,
 )
 from cloud.store.migration_steps import MIGRATIONS as MIGRATIONS
+from cloud.store.migration_steps import STATE_SEQ_MIGRATION as STATE_SEQ_MIGRATION
 from cloud.store.migration_steps import SUBSET_MIGRATION as SUBSET_MIGRATION
 from cloud.store.migration_steps import Migration as Migration
 from cloud.store.schema import schema_migrations

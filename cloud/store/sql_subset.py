@@ -16,7 +16,7 @@ from collections.abc import Iterable, Sequence
 from datetime import UTC, datetime
 from typing import Any
 
-from sqlalchemy import Connection, Table, delete, func, insert, or_, select, update
+from sqlalchemy import Connection, Table, delete, func, insert, select, union, update
 
 from cloud.store import schema as t
 from cloud.store import statements as q
@@ -301,7 +301,13 @@ class SubsetQueries:
         c = t.records.c
         query = select(*q.RECORD_COLS).where(c.space_id == space_id)
         if seq >= 0:
-            query = query.where(or_(c.state_seq > seq, c.created_seq > seq))
+            # each side on its own index (``records_state``, ``records_created``): what
+            # changed is read, not every record of the space
+            changed = union(
+                select(c.record_id).where(c.space_id == space_id, c.state_seq > seq),
+                select(c.record_id).where(c.space_id == space_id, c.created_seq > seq),
+            )
+            query = query.where(c.record_id.in_(changed))
         return [self._record_row(r) for r in self.conn.execute(query.order_by(c.record_id))]
 
     def record_sizes(self, space_id: str, record_ids: Iterable[str]) -> dict[str, int]:

@@ -64,13 +64,14 @@ def test_a_store_at_migration_12_gains_the_history_index(
     old = open_store(store_url, _clock)
     old.close()
     monkeypatch.undo()
-    assert MIGRATIONS[-1].version == migrations.HINT_MIGRATION
+    assert MIGRATIONS[-1].version == migrations.STATE_SEQ_MIGRATION
     new = open_store(store_url, _clock)
     try:
         assert new.migrations_applied == [
             migrations.HISTORY_MIGRATION,
             migrations.CONVERSATION_MIGRATION,
             migrations.HINT_MIGRATION,
+            migrations.STATE_SEQ_MIGRATION,
         ]
         with new.engine.connect() as conn:
             columns = {c["name"] for c in inspect(conn).get_columns("conversation_episodes")}

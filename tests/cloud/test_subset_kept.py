@@ -8,10 +8,15 @@ from __future__ import annotations
 from datetime import timedelta
 from typing import Any
 
+import pytest
+from sqlalchemy import event
+
 from cloud.service import CloudService
+from cloud.store.sql_subset import SubsetQueries
 from cloud.subset import FactsCache
-from protocol.messages import PinRequest, PullRequest, SubsetPolicyRequest
+from protocol.messages import PinRequest, PullRequest, SubsetChange, SubsetPolicyRequest
 from protocol.subset import SubsetBudget, SubsetPolicy, SubsetRules, choose
+from protocol.subset_incremental import IncrementalChooser
 from tests.cloud.conftest import Device, FakeClock, Ops, applied, new_user, push
 
 
@@ -109,3 +114,71 @@ def test_a_forgotten_record_leaves_the_kept_facts_and_choice_at_once(
     assert kept_choice(service, phone) == choice
     assert members == set(choice.members) and len(members) == 4
     assert records[2] not in members
+
+
+def test_a_one_change_pull_reads_no_whole_membership_and_walks_no_choice(
+    service: CloudService, ops: Ops, clock: FakeClock, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A pull after pushes brings the kept choice up to date from what changed: it
+    neither reads every member from the store nor walks the whole choice, and what it
+    logs, keeps and reports equals a full choice over the whole space (a record the
+    device pushed itself is a member already, so it is not logged as entering)."""
+    laptop, phone = new_user(service, "ada", "laptop", "phone")
+    records = [remember(service, ops, laptop, n) for n in range(32)]
+    tight = SubsetPolicy(budget=SubsetBudget(max_records=30))
+    service.set_subset_policy(phone.space_id, phone.device_id, SubsetPolicyRequest(policy=tight))
+    cursor = pull_all(service, phone, None)
+    clock.advance(timedelta(minutes=5))
+    cursor = pull_all(service, phone, cursor)  # the chooser's base is the saved choice
+    clock.advance(timedelta(minutes=5))
+    theirs = remember(service, ops, laptop, 40)
+    clock.advance(timedelta(minutes=1))
+    own = remember(service, ops, phone, 41)
+    with service.store.session(phone.space_id) as s:
+        before = s.subset_members(phone.space_id, phone.device_id)  # with its own record
+
+    def refuse(*_args: Any) -> Any:
+        pytest.fail("a one-change pull read or walked the whole subset")
+
+    with monkeypatch.context() as patch:
+        patch.setattr(SubsetQueries, "subset_members", refuse)
+        patch.setattr(IncrementalChooser, "choice", refuse)
+        patch.setattr(IncrementalChooser, "_walk", refuse)
+        page = service.pull(phone.space_id, phone.device_id, PullRequest(cursor=cursor))
+    subset = [c for c in page.changes if isinstance(c, SubsetChange)]
+    choice = full_choose(service, phone, clock)
+    left = sorted(before - set(choice.members))
+    assert len(left) == 2 and set(left) <= set(records)
+    assert [(c.record_id, c.entered) for c in subset] == [
+        *((r, False) for r in left),
+        (theirs, True),
+    ]
+    assert {theirs, own} <= set(choice.members) and len(choice.members) == 30
+    with service.store.session(phone.space_id) as s:
+        assert s.subset_members(phone.space_id, phone.device_id) == set(choice.members)
+    assert kept_choice(service, phone) == choice
+
+
+def test_the_facts_refresh_reads_changed_records_by_index(service: CloudService) -> None:
+    """ "Records changed since seq" reads each side through its own index (migration 16,
+    ``records_state``; ``records_created``), never every record of the space."""
+    if service.store.dialect != "sqlite":
+        pytest.skip("the query plan checked is SQLite's")
+    seen: list[tuple[str, Any]] = []
+
+    def capture(_conn: Any, _cur: Any, statement: str, params: Any, *_rest: Any) -> None:
+        seen.append((statement, params))
+
+    event.listen(service.store.engine, "before_cursor_execute", capture)
+    try:
+        with service.store.session() as s:
+            s.records_changed_since("space_x", 7)
+    finally:
+        event.remove(service.store.engine, "before_cursor_execute", capture)
+    statement, params = next((st, p) for st, p in seen if "FROM records" in st)
+    with service.store.engine.connect() as conn:
+        plan = " | ".join(
+            str(row[-1]) for row in conn.exec_driver_sql(f"EXPLAIN QUERY PLAN {statement}", params)
+        )
+    assert "records_state" in plan and "records_created" in plan, plan
+    assert "SCAN records" not in plan, plan

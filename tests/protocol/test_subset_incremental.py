@@ -11,6 +11,7 @@ from __future__ import annotations
 from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 
+import pytest
 from hypothesis import settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, rule
@@ -75,6 +76,7 @@ class IncrementalEqualsFullChoose(RuleBasedStateMachine):
         self.now = START
         self.policy = SubsetPolicy()
         self.chooser = IncrementalChooser([], self.policy, [], self.now)
+        self.held: set[str] = set()  # the members the deltas so far add up to
 
     @rule(policy=policies, start=st.lists(facts(), max_size=10))
     def new_policy(self, policy: SubsetPolicy, start: list[SubsetFacts]) -> None:
@@ -85,6 +87,7 @@ class IncrementalEqualsFullChoose(RuleBasedStateMachine):
         self.chooser = IncrementalChooser(
             self.facts.values(), policy, self.pins, self.now, self.uses
         )
+        self.held = set()  # a new chooser's first delta is against nothing
 
     @rule(f=facts())
     def record_changed(self, f: SubsetFacts) -> None:
@@ -121,6 +124,27 @@ class IncrementalEqualsFullChoose(RuleBasedStateMachine):
             batch[f.record_id] = f
         self.chooser.update(self.now, batch, pins=self.pins, uses=self.uses)
 
+    @rule()
+    def pulled(self) -> None:
+        """A delta, applied to the members the earlier ones added up to, is the full
+        choose: members, the entered ones' reasons and order, and every count."""
+        delta = self.chooser.delta()
+        expected = choose(self.facts.values(), self.policy, self.pins, self.now, self.uses)
+        assert delta.left <= self.held
+        assert self.held.isdisjoint(delta.entered)
+        self.held = (self.held - delta.left) | set(delta.entered)
+        assert self.held == set(expected.members)
+        assert list(delta.entered) == [r for r in expected.members if r in delta.entered]
+        assert all(expected.members[r] is why for r, why in delta.entered.items())
+        assert (delta.records, delta.size_bytes, delta.left_out) == (
+            len(expected.members),
+            expected.size_bytes,
+            expected.left_out,
+        )
+        assert delta.left_out_pins == expected.left_out_pins
+        assert delta.excluded_pins == expected.excluded_pins
+        assert delta.by_reason == expected.by_reason
+
     @invariant()
     def equals_the_full_choose(self) -> None:
         expected = choose(self.facts.values(), self.policy, self.pins, self.now, self.uses)
@@ -153,3 +177,32 @@ def test_one_change_places_one_record_in_a_big_space() -> None:
     placed = chooser.update(START + timedelta(minutes=1), {"rec_new": new})
     assert placed == 1
     assert set(chooser.choice().members) == {"rec_new"}
+
+
+def test_one_change_delta_does_not_walk_the_subset(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A one-change pull's delta in a space whose 5,000-record choice is the head of its
+    candidates looks at the change and the budget's edge, never walks the subset."""
+    base = SubsetFacts(
+        record_id="x",
+        lifecycle=LifecycleState.ACTIVE,
+        content_type=ContentType.PERSONAL_FACT,
+        layer=Layer.CONSOLIDATED_FACT,
+        time_kind=TimeKind.PERMANENT,
+        learned_at=START - timedelta(days=400),
+        changed_at=START - timedelta(days=1),
+        size_bytes=100,
+    )
+    space = [
+        replace(base, record_id=f"rec_{i:06d}", changed_at=START - timedelta(minutes=i))
+        for i in range(20_000)
+    ]
+    policy = SubsetPolicy(rules=SubsetRules(recent_days=30))
+    chooser = IncrementalChooser(space, policy, [], START)
+    assert len(chooser.delta().entered) == 5000
+    monkeypatch.setattr(chooser, "_walk", lambda: pytest.fail("delta() walked the subset"))
+    new = replace(base, record_id="rec_new", changed_at=START)
+    chooser.update(START + timedelta(minutes=1), {"rec_new": new})
+    delta = chooser.delta()
+    assert list(delta.entered) == ["rec_new"]
+    assert delta.left == {"rec_004999"}
+    assert delta.records == 5000 and delta.left_out == 15_001
