@@ -60,6 +60,8 @@ from simulator.fleet import DeviceHandle, Fleet
 DATA = Path(__file__).resolve().parent / "relations_data"
 TUNE_FILE = DATA / "tune.jsonl"
 TEST_FILE = DATA / "test.jsonl"
+PROBE_FILE = DATA / "probe.jsonl"  # hand-written probes of the weak kinds; played like tune
+HALVES = ("tune", "probe", "test")
 FLOOR_FILE = DATA / "floor.json"
 DEVICES = ("phone", "laptop")
 KINDS = (
@@ -111,7 +113,8 @@ def load(path: Path) -> list[dict[str, Any]]:
 
 
 def half_of(script: dict[str, Any]) -> str:
-    return "test" if str(script["id"]).startswith("test-") else "tune"
+    sid = str(script["id"])
+    return "test" if sid.startswith("test-") else "probe" if sid.startswith("probe-") else "tune"
 
 
 def _at(text: str) -> datetime:
@@ -130,8 +133,8 @@ def problems(script: dict[str, Any]) -> list[str]:
     messages name the step or ask by position, never its sentences."""
     out: list[str] = []
     sid = script.get("id")
-    if not isinstance(sid, str) or not sid.startswith(("tune-", "test-")):
-        out.append("id must start with tune- or test-")
+    if not isinstance(sid, str) or not sid.startswith(("tune-", "test-", "probe-")):
+        out.append("id must start with tune-, test- or probe-")
     if script.get("kind") not in KINDS:
         out.append("kind is not one of the kinds")
     if not script.get("person"):
@@ -533,7 +536,7 @@ def _figures(results: Sequence[ScriptResult]) -> dict[str, Any]:
 def summarise(results: Sequence[ScriptResult]) -> dict[str, Any]:
     """Per half present: per kind and overall figures (aggregates only)."""
     out: dict[str, Any] = {}
-    for half in ("tune", "test"):
+    for half in HALVES:
         mine = [r for r in results if r.half == half]
         if not mine:
             continue
@@ -563,7 +566,7 @@ def failures(results: Sequence[ScriptResult], half: str = "tune") -> list[dict[s
 def render(summary: dict[str, Any]) -> list[Table]:
     tables = []
     for half, figures in summary.items():
-        label = "tuning half" if half == "tune" else "held-out test half"
+        label = {"tune": "tuning half", "probe": "probe set", "test": "held-out test half"}[half]
         table = Table(
             title=f"tell-then-ask relations, {label} ({figures['seconds']:.0f} s)",
             caption="n scripts, pass / rate: answer-level passes, state: state-level pass "
@@ -612,7 +615,13 @@ def print_failures(failing: Sequence[dict[str, Any]]) -> None:
 
 def scripts_for(half: str) -> list[dict[str, Any]]:
     """The scripts of ``half`` (tune, test or both) whose files exist."""
-    files = {"tune": [TUNE_FILE], "test": [TEST_FILE], "both": [TUNE_FILE, TEST_FILE]}[half]
+    files = {
+        "tune": [TUNE_FILE],
+        "probe": [PROBE_FILE],
+        "test": [TEST_FILE],
+        "both": [TUNE_FILE, TEST_FILE],
+        "all": [TUNE_FILE, PROBE_FILE, TEST_FILE],
+    }[half]
     return [s for path in files if path.exists() for s in load(path)]
 
 
@@ -634,7 +643,7 @@ def measure(folder: Path, smoke: bool = False) -> dict[str, Any]:
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--half", choices=["tune", "test", "both"], default="tune")
+    parser.add_argument("--half", choices=["tune", "probe", "test", "both", "all"], default="tune")
     parser.add_argument("--id", action="append", default=[], help="play only these script ids")
     parser.add_argument(
         "--show-test-failures",
@@ -656,6 +665,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     seconds = time.perf_counter() - start
     summary = summarise(results)
     print_failures(failures(results, "tune"))
+    print_failures(failures(results, "probe"))  # the probe set is a tuning set too
     if args.show_test_failures:
         print_failures(failures(results, "test"))
     console = Console(width=max(Console().width, 130))

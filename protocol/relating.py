@@ -7,10 +7,13 @@ Invariants:
 - Only two statements about the same holder and the same attribute can be anything but
   unrelated; statements about different people or things never touch each other.
 - A correction needs evidence: a correction cue ("actually", "no wait", "not X", "no
-  longer", "now", "switched"...), a negation of the old value, or a new value of a
-  single-valued attribute that ordinarily changes (where one lives, one's work, a
-  favorite, a plumber). Two values of one that cannot change (a birthday, a blood
-  type) with no cue are a conflict. The same value said again is an addition: nothing became untrue.
+  longer", "now", "these days", "switched"...) or a negation of the old value. Two
+  values of a single-valued attribute with no cue are a conflict, whether or not the
+  attribute ordinarily changes (where one lives, a favorite): age alone never makes
+  the newer win. The same value said again is an addition: nothing became untrue;
+  two sentences that name only different numbers never say the same value.
+- A follow-up with no subject of its own, said after a sentence no frame reads, is
+  about that very sentence (``Statement.after``) and nothing else.
   A many-valued attribute (allergies, languages, pets...) gains an addition unless the
   user denies the old value or says plainly they misspoke.
 - Where it is unsure it says *conflict* (both kept, flagged, retrieved together), never
@@ -23,6 +26,7 @@ Invariants:
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 
 from protocol import subjects
@@ -65,8 +69,36 @@ def _same_value(a: tuple[str, ...], b: tuple[str, ...]) -> bool:
     return x == y or (small >= 2 and (x <= y or y <= x))
 
 
+NUMBER = re.compile(r"\d+(?:[.,:]\d+)*")
+
+
+def _numbers(s: Statement) -> set[str]:
+    return set(NUMBER.findall(s.core))
+
+
+def _different_numbers(new: Statement, old: Statement) -> bool:
+    """Both sentences name numbers and no number is shared: "married in 2004" and
+    "married in 2006" are not the same value, whatever the frame kept of them."""
+    a, b = _numbers(new), _numbers(old)
+    return bool(a and b and not (a & b))
+
+
+def _grew(new: Statement, old: Statement) -> bool:
+    """Both name one whole number and the new one is larger (an age said later)."""
+    a, b = _numbers(new), _numbers(old)
+    if len(a) != 1 or len(b) != 1 or not (a | b) <= {n for n in a | b if n.isdigit()}:
+        return False
+    return int(next(iter(a))) > int(next(iter(b)))
+
+
 def same_subject(new: Statement, old: Statement) -> str | None:
     """Why the two are about the same holder and attribute (None: they are not)."""
+    if (new.after is not None and new.after == old.core) or (
+        old.after is not None and old.after == new.core
+    ):
+        # a follow-up of a sentence no frame reads ("The party starts at seven.
+        # Actually, it's at eight now."): about what that very sentence said
+        return "it goes on from the sentence you had just said"
     if new.framed and old.framed:
         if new.whom != old.whom or not _same_attribute(new, old):
             return None
@@ -124,7 +156,11 @@ def relate(
     if why is None:
         return Verdict(StatementRelation.UNRELATED, "about something else")
     cues = _cues(new)
-    same_value = _same_value(new.value, old.value) and new.negated == old.negated
+    same_value = (
+        _same_value(new.value, old.value)
+        and new.negated == old.negated
+        and not _different_numbers(new, old)
+    )
     denies_old = (
         new.negated and not old.negated and (not new.value or _overlap(new.value, old.value))
     ) or _overlap(new.rejected, old.value)
@@ -165,10 +201,17 @@ def relate(
         )
     if new.corrects:
         return Verdict(StatementRelation.CORRECTION, f"{why}; you changed it ({cues})")
-    if (new.single or old.single) and (new.mutable or old.mutable):
+    if new.attribute == "age" and _grew(new, old):
         return Verdict(
-            StatementRelation.CORRECTION,
-            f"{why}; it holds one value that changes over time, so the newer wins",
+            StatementRelation.CORRECTION, f"{why}; an age only goes up, so the newer wins"
+        )
+    if (new.single or old.single) and (new.mutable or old.mutable):
+        # it may well have changed, but nothing the user said says it did: the newer
+        # is not allowed to win on its age alone (both kept, flagged, asked together)
+        return Verdict(
+            StatementRelation.CONFLICT,
+            f"{why}; it holds one value that can change, the two differ and nothing "
+            "says the new one replaces the old",
         )
     if new.single or old.single:
         return Verdict(

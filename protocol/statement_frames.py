@@ -70,6 +70,9 @@ class Statement:
     mutable: bool = False  # single-valued and ordinarily changes (where one lives)
     switch: bool = False  # "we switched plumbers": names the attribute, not the value
     follows: bool = False  # read with the subject of the sentence before it
+    # a follow-up whose context sentence fits no frame: that sentence's core, so it
+    # relates to that very sentence (and nothing else) without a guessed attribute
+    after: str | None = None
 
     @property
     def framed(self) -> bool:

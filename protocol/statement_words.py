@@ -156,6 +156,12 @@ EXCEPTION_WORDS = (
     "for once",
 )
 
+# a change that starts now and lasts ("from today on", "as of today", "starting tonight"):
+# never a one-off, whatever time word it names
+LASTING_FROM = re.compile(
+    r"\b(?:from|as of|starting(?: from)?|beginning)\s+(?:today|tonight|now|this \w+)(?:\s+on)?\b"
+)
+
 EXCEPTION_RE = re.compile(r"\b(?:" + "|".join(re.escape(w) for w in EXCEPTION_WORDS) + r")\b")
 
 FILLER = frozenset(
@@ -379,7 +385,8 @@ PARTICIPLES = frozenset(
 )
 
 PREPOSITIONS = frozenset(
-    "at in on under by near for from until inside behind beside next outside to into".split()
+    "at in on under by near for from until inside behind beside next outside to into "
+    "over during after before since through throughout around across within".split()
 )
 
 TEMPORAL = re.compile(

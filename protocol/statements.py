@@ -37,6 +37,7 @@ from protocol.statement_words import (
     EXPLICIT_FOLLOW_UP,
     FINAL,
     GAVE_UP,
+    LASTING_FROM,
     MARKER_RE,
     META_CLAUSE,
     META_WORDS,
@@ -108,13 +109,16 @@ def parse(text: str) -> Statement:
             {w for w in re.findall(r"[a-z]+", core) if w in CHANGE_WORDS}
             | ({"anymore"} if "any more" in core else set())
             | ({"used to"} if re.search(r"\bused to\b", core) else set())
+            | ({"these days"} if re.search(r"\bthese days\b", core) else set())
+            | ({"from now on"} if LASTING_FROM.search(core) else set())
         )
     )
     additive = bool(
         any(m in ADDITIVE_MARKERS for m in markers)
         or re.search(r"\b(?:also|too|as well|another|as well as|besides)\b", core)
     )
-    exc = EXCEPTION_RE.search(core)
+    # "from today on" starts a lasting change; "today" alone is a one-off
+    exc = EXCEPTION_RE.search(LASTING_FROM.sub(" ", core))
     clauses = [c for c in CLAUSE_SPLIT.split(core) if c and not META_CLAUSE.match(c)]
     rejected: list[str] = []
     frames: list[Statement] = []
@@ -215,9 +219,15 @@ def parse(text: str) -> Statement:
 
 
 def with_context(statement: Statement, context: Statement) -> Statement:
-    """A subjectless statement read with the subject of the sentence before it."""
-    if not statement.needs_context or not context.framed:
+    """A subjectless statement read with the subject of the sentence before it. When
+    that sentence fits no frame, the statement keeps no guessed holder or attribute: it
+    is about whatever that one sentence said (``after``), so it relates to it alone."""
+    if not statement.needs_context:
         return statement
+    if not context.framed:
+        if context.needs_context or not context.core:
+            return statement
+        return replace(statement, needs_context=False, follows=True, after=context.core)
     return replace(
         statement,
         holder=context.holder,

@@ -31,7 +31,8 @@ before the bound (prefixes up to ``k(n)``) are still found by the bounded lookup
 their "up to" keys include every bounded length. Beside those, every sentence with a frame
 (``protocol.statements``: who it is about and which attribute) is kept and looked up
 under ``f:<holder>|<attribute>``, read with its context sentence when it has none of its
-own, so two statements on one attribute always meet however they begin.
+own, so two statements on one attribute always meet however they begin. A statement with no
+subject of its own whose context sentence has no frame looks up that sentence's keys.
 """
 
 from __future__ import annotations
@@ -100,6 +101,10 @@ def lookup_keys(text: str, subject: str | None, context: str | None = None) -> l
     if subject:
         return [_explicit(subject)]
     frame = frame_key(text, context)
+    if context and not frame and statements.parse(text).needs_context:
+        # a follow-up of a sentence no frame reads is about that sentence: look where
+        # that sentence's records are kept (``Statement.after``)
+        frame = [k for k in lookup_keys(context, None) if not k.startswith("f:")]
     tokens = words(text)
     if len(tokens) <= MIN_SHARED_WORDS:
         return frame

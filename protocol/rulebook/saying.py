@@ -7,7 +7,8 @@ Invariants:
   user's own typing, is "said" (``said_episode``); the check reads the episode facts,
   never the op's claim.
 - A context sentence is the nearest earlier framed, non-question sentence of the same
-  conversation among the op's sources, at most ``CONTEXT_REACH`` sentences back.
+  conversation among the op's sources, at most ``CONTEXT_REACH`` sentences back, else
+  the sentence just before it (no question, a subject of its own).
 - Provenance is established here, whatever the op claimed (``protocol.provenance``).
 - A newer said statement on the same subject supersedes the older (flagged, not
   lost); a statement from another kind of source is a conflict (both flagged); a
@@ -108,8 +109,9 @@ def statement_context(
     """The sentence that gives a statement with no subject of its own ("No wait, it's on
     the 17th.") its subject: the nearest earlier sentence the user typed in the same
     conversation, among the op's source episodes, that has a frame and is not a
-    question (at most ``CONTEXT_REACH`` sentences back). None when it needs none or
-    none is there."""
+    question (at most ``CONTEXT_REACH`` sentences back); failing that, the sentence
+    just before it when that one is no question and has a subject of its own. None
+    when it needs none or none is there."""
     if conversation_id is None or not statements.needs_context(text):
         return None
     known = episodes or {}
@@ -126,8 +128,16 @@ def statement_context(
     at = max(
         (i for i, (sentence, _) in enumerate(said) if normalise(sentence) == wanted), default=-1
     )
-    for sentence, typed_at in reversed(said[max(0, at - CONTEXT_REACH) : max(at, 0)]):
+    before = said[max(0, at - CONTEXT_REACH) : max(at, 0)]
+    for sentence, typed_at in reversed(before):
         if not is_question(sentence) and statements.parse(sentence).framed:
+            return sentence, typed_at
+    # none has a frame: the sentence just before it, if it states something ("The party
+    # starts at seven. Actually, it's at eight now."); the follow-up is then about that
+    # sentence alone (``protocol.relating``)
+    if at > 0 and before:
+        sentence, typed_at = before[-1]
+        if not is_question(sentence) and not statements.needs_context(sentence):
             return sentence, typed_at
     return None
 
