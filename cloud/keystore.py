@@ -345,10 +345,12 @@ class SqliteKeyStore:
         with self._lock:
             for chunk in _chunks(wanted):
                 marks = ",".join("?" * len(chunk))
+                # ``+space_id``: by the primary key, never the space's index (which the
+                # planner would pick, reading every key of the space for a few)
                 rows = self._db.execute(
                     f"SELECT key_id, wrapped FROM data_keys "
-                    f"WHERE space_id = ? AND key_id IN ({marks})",
-                    [space_id, *chunk],
+                    f"WHERE key_id IN ({marks}) AND +space_id = ?",
+                    [*chunk, space_id],
                 ).fetchall()
                 for key_id, wrapped in rows:
                     try:
