@@ -326,16 +326,16 @@ class SqliteKeyStore:
                 "SELECT wrapped FROM data_keys WHERE key_id = ? AND space_id = ?",
                 (key_id, space_id),
             ).fetchone()
-            if row is None:
-                return None
-            try:
-                return open_sealed(
-                    self._space_key(space_id), row[0], binding(space_id, "dek", key_id, 1)
-                )
-            except SealError as exc:
-                raise KeyStoreError(
-                    f"data key {key_id} of {space_id} does not open: {exc}"
-                ) from exc
+            return None if row is None else self._unwrap_dek(space_id, key_id, row[0])
+
+    def _unwrap_dek(self, space_id: str, key_id: str, wrapped: bytes) -> bytes:
+        """A data key opened with its space's key; ``KeyStoreError`` naming it if it won't."""
+        try:
+            return open_sealed(
+                self._space_key(space_id), wrapped, binding(space_id, "dek", key_id, 1)
+            )
+        except SealError as exc:
+            raise KeyStoreError(f"data key {key_id} of {space_id} does not open: {exc}") from exc
 
     def data_keys(self, space_id: str, key_ids: Iterable[str]) -> dict[str, bytes]:
         """The plain DEKs of ``key_ids`` in ``space_id`` (the missing ones absent), read by
@@ -353,14 +353,7 @@ class SqliteKeyStore:
                     [*chunk, space_id],
                 ).fetchall()
                 for key_id, wrapped in rows:
-                    try:
-                        out[key_id] = open_sealed(
-                            self._space_key(space_id), wrapped, binding(space_id, "dek", key_id, 1)
-                        )
-                    except SealError as exc:
-                        raise KeyStoreError(
-                            f"data key {key_id} of {space_id} does not open: {exc}"
-                        ) from exc
+                    out[key_id] = self._unwrap_dek(space_id, key_id, wrapped)
         return out
 
     def existing(self, key_ids: Iterable[str]) -> set[str]:
