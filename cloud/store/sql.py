@@ -156,21 +156,20 @@ class SqlStore:
         """A read-only transaction (``cloud.store.base``): deferred on SQLite, so it takes
         no write lock and waits behind no writer; READ ONLY on PostgreSQL. Unlike a
         snapshot it does not hold off the WAL's truncation: it is short."""
+        sqlite = self.dialect == "sqlite"
         with self._engine.connect() as conn:
-            if self.dialect == "postgresql":
-                conn.execution_options(postgresql_readonly=True)
-                with conn.begin():
-                    self._check_schema(conn)
-                    yield SqlSession(conn)
-                return
-            conn.execution_options(**{SNAPSHOT_OPTION: True})
+            conn.execution_options(
+                **({SNAPSHOT_OPTION: True} if sqlite else {"postgresql_readonly": True})
+            )
             with conn.begin():
-                conn.exec_driver_sql("PRAGMA query_only = ON")  # a write fails, as on PostgreSQL
+                if sqlite:  # a write fails, as on PostgreSQL
+                    conn.exec_driver_sql("PRAGMA query_only = ON")
                 try:
                     self._check_schema(conn)
                     yield SqlSession(conn)
                 finally:
-                    conn.exec_driver_sql("PRAGMA query_only = OFF")
+                    if sqlite:
+                        conn.exec_driver_sql("PRAGMA query_only = OFF")
 
     @contextmanager
     def snapshot(self) -> Iterator[SqlSession]:
