@@ -15,8 +15,8 @@ from __future__ import annotations
 from collections.abc import Iterator, Sequence
 from typing import Any
 
+from device import store
 from device.db import Database
-from device.keys import open_item
 from protocol.model import EpisodeContent, RecordContent
 
 CHUNK = 400  # items per IN list (a version binds two variables)
@@ -63,24 +63,15 @@ class SealedRows:
             self._versions.update(((r[0], int(r[1])), r) for r in db.all(sql, params))
 
     def episode(self, episode_id: str) -> EpisodeContent | None:
-        """The episode opened as ``store.open_episode`` opens it; None: not held."""
+        """The episode opened by the store's own ``open_episode_with``; None: not held."""
         row = self._episodes.get(episode_id)
         if row is None:
             return None
-        if row["dek"] is None:
-            raise LookupError(f"episode {episode_id} has no data key on this device")
-        plain = open_item(
-            bytes(row["dek"]), bytes(row["sealed"]), row["bound_space"], "episode", episode_id, 1
-        )
-        return EpisodeContent.model_validate_json(plain)
+        return store.open_episode_with(row, None if row["dek"] is None else bytes(row["dek"]))
 
     def version(self, record_id: str, version: int) -> RecordContent | None:
-        """The version opened as ``store.open_version`` opens it; None: not held."""
+        """The version opened by the store's own ``open_version_with``; None: not held."""
         row = self._versions.get((record_id, version))
         if row is None:
             return None
-        if row["dek"] is None:
-            raise LookupError(f"record {record_id} v{version} has no data key on this device")
-        dek, space = bytes(row["dek"]), row["bound_space"]
-        plain = open_item(dek, bytes(row["sealed"]), space, "record", record_id, version)
-        return RecordContent.model_validate_json(plain)
+        return store.open_version_with(row, None if row["dek"] is None else bytes(row["dek"]))

@@ -247,7 +247,11 @@ def conversation_episodes(db: Database, conversation_id: str) -> list[Any]:
 
 
 def open_episode(db: Database, row: Any) -> EpisodeContent:
-    dek = get_key(db, row["key_id"])
+    return open_episode_with(row, get_key(db, row["key_id"]))
+
+
+def open_episode_with(row: Any, dek: bytes | None) -> EpisodeContent:
+    """An episode row opened with its data key (None: the key is gone, ``LookupError``)."""
     if dek is None:
         raise LookupError(f"episode {row['episode_id']} has no data key on this device")
     plain = open_item(
@@ -424,7 +428,11 @@ def versions_of(db: Database, record_id: str) -> list[Any]:
 
 
 def open_version(db: Database, row: Any) -> RecordContent:
-    dek = get_key(db, row["key_id"])
+    return open_version_with(row, get_key(db, row["key_id"]))
+
+
+def open_version_with(row: Any, dek: bytes | None) -> RecordContent:
+    """A version row opened with its data key (None: the key is gone, ``LookupError``)."""
     if dek is None:
         raise LookupError(
             f"record {row['record_id']} v{row['version']} has no data key on this device"
