@@ -35,6 +35,7 @@ from protocol.ids import make_id
 from protocol.messages import EnrollRequest, PushRequest
 from protocol.model import Initiator
 from protocol.operations import AddEpisode, ForgetPermanently, ReceiptStatus, Remember
+from protocol.version import VersionRange
 
 AT = datetime(2026, 11, 29, 9, 0, tzinfo=UTC)
 BATCH = 500
@@ -170,16 +171,20 @@ def caught_up_device(
     folder: Path,
     cloud_url: str,
     transport: httpx.BaseTransport | None = None,
+    *,
+    protocol_versions: VersionRange | None = MIRROR,
+    name: str = "reader",
 ) -> tuple[DeviceAgent, float]:
     """A real device enrolled in ``space`` whose cursor is at the end, holding every
-    record (a protocol-2 mirror); and its sync time."""
+    record (a protocol-2 mirror; ``protocol_versions=None``: every version, a default
+    device's subset); and its sync time."""
     agent = DeviceAgent.create(
         folder,
         PASSPHRASE,
-        device_name="reader",
+        device_name=name,
         cloud_url=cloud_url,
         transport=transport,
-        protocol_versions=MIRROR,
+        protocol_versions=protocol_versions,
     )
     agent.enroll(service.new_enrollment_code(space.space_id))
     start = time.perf_counter()

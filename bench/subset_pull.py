@@ -58,17 +58,15 @@ class Reader:
 
 def _reader(cloud: RunningCloud, space: spaces.BuiltSpace, folder: Path, kind: str) -> Reader:
     log = RequestLog()
-    agent = DeviceAgent.create(
+    agent, _sync_s = spaces.caught_up_device(
+        cloud.operator,
+        space,
         folder / f"{kind}-{space.records}",
-        spaces.PASSPHRASE,
-        device_name=f"{kind}-reader",
-        cloud_url=cloud.url,
-        transport=TimingTransport(log),
+        cloud.url,
+        TimingTransport(log),
         protocol_versions=spaces.MIRROR if kind == "mirror" else None,
+        name=f"{kind}-reader",
     )
-    agent.enroll(cloud.operator.new_enrollment_code(space.space_id))
-    with fast_vectors():
-        agent.sync()
     return Reader(space, agent, log, kind)
 
 
