@@ -21,7 +21,6 @@ import contextlib
 import multiprocessing
 import time
 from multiprocessing.connection import Connection
-from typing import Any
 
 from cloud.config import CloudConfig
 from simulator.cloud_runner import RunningCloud
@@ -30,19 +29,10 @@ START_TIMEOUT = 120.0
 
 
 def _stub_cloud_embedder() -> None:
-    import numpy as np
-
+    from bench.retrieval import random_unit_vectors
     from cloud.embedder import default_embedder
-    from protocol.embedding import DIM
 
-    embedder = default_embedder()
-    rng = np.random.default_rng(21)
-
-    def fake(texts: Any) -> Any:
-        v = rng.standard_normal((len(texts), DIM)).astype(np.float32)
-        return v / np.linalg.norm(v, axis=1, keepdims=True)
-
-    object.__setattr__(embedder, "embed", fake)
+    object.__setattr__(default_embedder(), "embed", random_unit_vectors(21))
 
 
 def _serve(config: CloudConfig, conn: Connection, embed_stub: bool) -> None:

@@ -45,17 +45,15 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any
 
-import numpy as np
 from rich.table import Table
 
 from bench import spaces
 from bench.cloud_process import CloudProcess
-from bench.retrieval import fast_vectors
+from bench.retrieval import fast_vectors, random_unit_vectors
 from cloud.config import CloudConfig
 from cloud.embedder import default_embedder as cloud_embedder
 from cloud.service import CloudService
 from device.agent import DeviceAgent
-from protocol.embedding import DIM
 
 PEER = Path(__file__).resolve().parent / "pouchdb"
 CACHE = Path(__file__).resolve().parent.parent / ".cache" / "pouchdb"
@@ -178,13 +176,7 @@ def stubbed_embedders() -> Iterator[None]:
     comparison stubs the model on both sides; PouchDB embeds nothing)."""
     cloud = cloud_embedder()
     real = cloud.embed
-    rng = np.random.default_rng(21)
-
-    def fake(texts: Any) -> Any:
-        v = rng.standard_normal((len(texts), DIM)).astype(np.float32)
-        return v / np.linalg.norm(v, axis=1, keepdims=True)
-
-    object.__setattr__(cloud, "embed", fake)
+    object.__setattr__(cloud, "embed", random_unit_vectors(21))
     try:
         with fast_vectors():
             yield

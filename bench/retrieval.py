@@ -16,7 +16,7 @@ import json
 import random
 import statistics
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -132,6 +132,17 @@ def _sentence(rng: random.Random) -> str:
     return sentences.sentence(rng)
 
 
+def random_unit_vectors(seed: int) -> Callable[[Any], Any]:
+    """An ``embed`` stand-in: one random unit vector per text, from ``seed``."""
+    rng = np.random.default_rng(seed)
+
+    def embed(texts: Any) -> Any:
+        v = rng.standard_normal((len(texts), DIM)).astype(np.float32)
+        return v / np.linalg.norm(v, axis=1, keepdims=True)
+
+    return embed
+
+
 @contextmanager
 def fast_vectors() -> Iterator[None]:
     """Populate big stores with random unit vectors under the real model id: filling
@@ -139,13 +150,7 @@ def fast_vectors() -> Iterator[None]:
     the store's size, not on what the vectors say. Queries use the real model."""
     embedder = default_embedder()
     real = embedder.embed
-    rng = np.random.default_rng(7)
-
-    def fake(texts: Any) -> Any:
-        v = rng.standard_normal((len(texts), DIM)).astype(np.float32)
-        return v / np.linalg.norm(v, axis=1, keepdims=True)
-
-    object.__setattr__(embedder, "embed", fake)
+    object.__setattr__(embedder, "embed", random_unit_vectors(7))
     try:
         yield
     finally:
