@@ -27,6 +27,7 @@ from device import faults, resync_marks, store
 from device import subset as subset_of
 from device.errors import ResyncRequired, ServerError
 from device.keys import load_private_key
+from device.pull_ahead import PagesAhead
 from device.sync_apply import RECORD_CHANGES, Applying, refuse_unknown_change, sent_items
 from device.sync_base import FORGOTTEN
 from device.sync_page import PageWork
@@ -86,17 +87,25 @@ class SyncSession(Pushing, Applying):
         if store.get_meta(self.db).resync_started_at is not None:
             self.resync()  # a resync a crash interrupted starts again from scratch
             return
-        while True:
-            cursor = store.get_meta(self.db).pull_cursor
-            try:
-                page = self._pull_page(cursor)
-            except ResyncRequired:
-                self.resync()
-                return
-            faults.reached("pull_answered")
-            self._apply_page(page, resyncing=False)
-            if not page.has_more:
-                break
+        try:
+            page = self._pull_page(store.get_meta(self.db).pull_cursor)
+        except ResyncRequired:
+            self.resync()
+            return
+        with PagesAhead(self._next_page) as ahead:
+            while True:
+                faults.reached("pull_answered")
+                ahead.after(page)  # the next page is read while this one is applied
+                self._apply_page(page, resyncing=False)
+                if not page.has_more:
+                    break
+                try:
+                    page = ahead.take()
+                except ResyncRequired:
+                    break
+        if page.has_more:  # the cloud answered resync_required for the page after it
+            self.resync()
+            return
         self.send_acks()
 
     def _pull_page(self, cursor: str | None) -> PullResponse:
@@ -107,6 +116,14 @@ class SyncSession(Pushing, Applying):
             return PullRequest(cursor=cursor, limit=MAX_PULL_PAGE, used=self._reported)
 
         return self.client.post("/v1/pull", request, PullResponse)
+
+    def _next_page(self, cursor: str) -> PullResponse:
+        """The page after ``cursor``, fetched ahead (``device.pull_ahead``) on another
+        thread: it reads nothing local, and reports no uses (the sync's first request
+        reported them; uses made since go with the next sync)."""
+        return self.client.post(
+            "/v1/pull", PullRequest(cursor=cursor, limit=MAX_PULL_PAGE, used=[]), PullResponse
+        )
 
     def _apply_page(self, page: PullResponse, *, resyncing: bool) -> None:
         """Apply one page and move the cursor (a resync notes what it saw instead) in
@@ -170,14 +187,15 @@ class SyncSession(Pushing, Applying):
         )
 
     def _resync_pages(self) -> str:
-        cursor: str | None = None
-        while True:
-            page = self._pull_page(cursor)
-            faults.reached("pull_answered")
-            self._apply_page(page, resyncing=True)
-            cursor = page.cursor
-            if not page.has_more:
-                return cursor
+        page = self._pull_page(None)
+        with PagesAhead(self._next_page) as ahead:
+            while True:
+                faults.reached("pull_answered")
+                ahead.after(page)
+                self._apply_page(page, resyncing=True)
+                if not page.has_more:
+                    return page.cursor
+                page = ahead.take()
 
     def _finish_resync(self, cursor: str) -> None:
         at = self.now()
