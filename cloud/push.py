@@ -6,7 +6,8 @@ Invariants:
   earlier op's effects of the same push; its effects are performed
   (``cloud.effects``) and its receipt stored. The rules stay pure and per op; only
   the reads and writes around them are batched (``cloud.store.sql_batch``): the
-  receipts, records and episodes the push names are read with one IN-list each, the
+  receipts, records and episodes the push names are read with one IN-list each (the
+  ended state of the conversations it names too, at the first one asked), the
   rows it writes are held and written with one executemany per table, sequence
   numbers come from memory and the counter is written once.
 - Applied set-at-a-time, a push answers the same receipts and leaves the same stored
@@ -30,6 +31,7 @@ from typing import TYPE_CHECKING, Protocol, cast
 
 from pydantic import ValidationError
 
+from cloud.consolidator.tokens import conversation_token
 from cloud.effects import SYSTEM_ACTOR, EffectWriter
 from cloud.errors import NotFound, PullRequired
 from cloud.facts import FactsReader
@@ -147,7 +149,13 @@ def apply_ops(
     """Decide and apply ``raws`` in order inside ``s``'s transaction; every row they
     make is in ``s`` when this returns."""
     batch = BatchSession(s, space_id)
-    batch.prefetch(*_named(raws))
+    op_ids, record_ids, episode_ids, conversations = _named(raws)
+    batch.prefetch(
+        op_ids,
+        record_ids,
+        episode_ids,
+        lambda: [conversation_token(vault, space_id, c) for c in conversations],
+    )
     view = cast(StoreSession, batch)
     receipts = [
         _apply(view, vault, space_id, device_id, index, raw, now, version)
@@ -157,11 +165,15 @@ def apply_ops(
     return receipts
 
 
-def _named(raws: Sequence[dict[str, object]]) -> tuple[list[str], list[str], list[str]]:
-    """The op ids, record ids and episode ids the ops name (read ahead in one go)."""
+def _named(
+    raws: Sequence[dict[str, object]],
+) -> tuple[list[str], list[str], list[str], list[str]]:
+    """The op ids, record ids, episode ids and conversation ids the ops name (read
+    ahead in one go)."""
     op_ids: list[str] = []
     record_ids: list[str] = []
     episode_ids: list[str] = []
+    conversations: list[str] = []
     for raw in raws:
         op_id = raw.get("op_id")
         if isinstance(op_id, str) and is_id("op", op_id):
@@ -175,7 +187,10 @@ def _named(raws: Sequence[dict[str, object]]) -> tuple[list[str], list[str], lis
         sources = raw.get("source_episode_ids")
         if isinstance(sources, list):
             episode_ids += [e for e in sources if isinstance(e, str)]
-    return op_ids, record_ids, episode_ids
+        conversation_id = raw.get("conversation_id")
+        if isinstance(conversation_id, str):
+            conversations.append(conversation_id)
+    return op_ids, record_ids, episode_ids, conversations
 
 
 def _apply(

@@ -46,8 +46,28 @@ from protocol.version import Since
 from protocol.wire import B64Bytes, UtcDatetime, WireModel
 
 
+def _holds_nul(value: Any) -> bool:
+    """Whether any string (key or value) in ``value`` holds a NUL: ``nul_path``'s walk
+    without its paths (most ops hold none, and then no path is built)."""
+    stack: list[Any] = [value]
+    while stack:
+        node = stack.pop()
+        if isinstance(node, str):
+            if "\x00" in node:
+                return True
+        elif isinstance(node, dict):
+            if any(isinstance(key, str) and "\x00" in key for key in node):
+                return True
+            stack.extend(node.values())
+        elif isinstance(node, list | tuple):
+            stack.extend(node)
+    return False
+
+
 def nul_path(value: Any) -> str | None:
     """The dotted path of the first string (key or value) holding a NUL, or None."""
+    if not _holds_nul(value):
+        return None
     stack: list[tuple[str, Any]] = [("", value)]
     while stack:
         path, node = stack.pop()

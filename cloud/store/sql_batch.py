@@ -3,7 +3,8 @@
 Invariants:
 - Read-your-writes: every read a push makes sees every earlier write of the same push.
   The reads this class answers itself (receipts, records, versions, episodes, the
-  subject and history indexes, work-item existence, forgotten keys, projects) consult
+  subject and history indexes, work-item existence, ended conversations, forgotten
+  keys, projects) consult
   the buffers first and the store for the rest; every other method of the session
   first writes the buffers out (``flush``) and forgets what was read, then runs on the
   store itself. So a push decided through this session decides exactly as one op per
@@ -24,7 +25,7 @@ Invariants:
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from datetime import datetime
 from functools import partial
 from typing import Any
@@ -46,6 +47,7 @@ from cloud.store.base import (
 )
 from cloud.store.migrations import LEGACY_EPISTEMIC_PLACEHOLDER
 from cloud.store.sql import SqlSession
+from cloud.store.sql_direct import column_in
 from cloud.store.sql_lineage import chunks
 from cloud.store.sql_many import insert_many, insert_many_ignoring
 from cloud.store.sql_work import check_work_item, new_work_item
@@ -57,10 +59,6 @@ RECEIPTS = select(_a.op_id, _a.receipt).where(
 _w = t.work_items.c
 WORK_OF_EPISODES = select(_w.episode_id, _w.sentence, _w.item_kind).where(
     _w.space_id == bindparam("sp"), _w.episode_id.in_(bindparam("ids", expanding=True))
-)
-_x = t.ended_conversations.c
-CONVERSATION_ENDED = select(_x.ended_at).where(
-    _x.space_id == bindparam("sp"), _x.conversation_token == bindparam("token")
 )
 SET_NEXT_SEQ = (
     update(t.spaces).where(t.spaces.c.space_id == bindparam("sp")).values(next_seq=bindparam("n"))
@@ -79,6 +77,8 @@ class BatchSession:
         self._next_seq: int | None = None  # the next number to hand out, once read
         self._written_seq: int | None = None  # the counter as the store holds it
         self._fresh_keys: set[str] = set()  # keys this push created, no forget since
+        self._tokens_of: Callable[[], Iterable[str]] | None = None
+        self._named_tokens: list[str] | None = None  # made from ``_tokens_of``, once
         self._clear_buffers()
         self._clear_known()
 
@@ -140,9 +140,16 @@ class BatchSession:
     # --- prefetching ----------------------------------------------------------------
 
     def prefetch(
-        self, op_ids: Iterable[str], record_ids: Iterable[str], episode_ids: Iterable[str]
+        self,
+        op_ids: Iterable[str],
+        record_ids: Iterable[str],
+        episode_ids: Iterable[str],
+        conversation_tokens: Callable[[], Iterable[str]] | None = None,
     ) -> None:
-        """One IN-list read each for the receipts, records and episodes a push names."""
+        """One IN-list read each for the receipts, records and episodes a push names;
+        the tokens of the conversations it names are made and read at the first
+        ``conversation_ended`` the store must answer."""
+        self._tokens_of = conversation_tokens
         space = self.space_id
         wanted = sorted(set(op_ids) - self._receipts.keys())
         self._known_receipts.update(dict.fromkeys(wanted))
@@ -421,19 +428,8 @@ class BatchSession:
     def records_with_subjects(self, space_id: str, tokens: Sequence[str]) -> list[str]:
         self._check(space_id)
         wanted = sorted(set(tokens))
-        found: set[str] = set()
-        if self.inner._dialect == "sqlite":
-            conn = self.inner.conn
-            for chunk in chunks(wanted):
-                marks = ", ".join("?" * len(chunk))
-                rows = conn.exec_driver_sql(
-                    "SELECT record_id FROM subject_index WHERE space_id = ? "
-                    f"AND token IN ({marks})",
-                    (space_id, *chunk),
-                )
-                found.update(r[0] for r in rows)
-        else:
-            found.update(self.inner.records_with_subjects(space_id, wanted))
+        rows = column_in(self.inner, "subject_index", "record_id", "token", space_id, wanted)
+        found = {record_id for _token, record_id in rows}
         # a record held here is new in this push: the store has no row of it
         for token in wanted:
             found.update(self._subject_records.get(token, ()))
@@ -492,14 +488,19 @@ class BatchSession:
         return self.inner.work_item(self.space_id, episode_id, sentence) is not None
 
     def conversation_ended(self, space_id: str, conversation_token: str) -> bool:
-        """Ended conversations are never held here (``end_conversation`` writes through)."""
+        """Ended conversations are never held here (``end_conversation`` writes through);
+        a token not known yet is read with every token the push names (``prefetch``)."""
         self._check(space_id)
         known = self._known_ended.get(conversation_token)
         if known is None:
-            found = self.inner.conn.execute(
-                CONVERSATION_ENDED, {"sp": space_id, "token": conversation_token}
-            ).first()
-            known = self._known_ended[conversation_token] = found is not None
+            if self._named_tokens is None:
+                self._named_tokens = list(self._tokens_of()) if self._tokens_of else []
+            wanted = sorted({conversation_token, *self._named_tokens} - self._known_ended.keys())
+            self._known_ended.update(dict.fromkeys(wanted, False))
+            token = "conversation_token"
+            ended = column_in(self.inner, "ended_conversations", token, token, space_id, wanted)
+            self._known_ended.update((found, True) for found, _same in ended)
+            known = self._known_ended[conversation_token]
         return known
 
     def add_work_item(

@@ -33,16 +33,19 @@ def insert_many(session: SqlSession, statement: Any, rows: list[dict[str, Any]])
         conn.execute(statement, rows)
         return
     sql, names, processors = _compiled(conn, statement, tuple(rows[0]))
-    conn.exec_driver_sql(
-        sql,
-        [
-            tuple(
-                row[name] if process is None else process(row[name])
-                for name, process in zip(names, processors, strict=True)
-            )
-            for row in rows
-        ],
-    )
+    conn.exec_driver_sql(sql, _tuples(rows, names, processors))
+
+
+def _tuples(rows: list[dict[str, Any]], names: list[str], processors: list[Any]) -> list[Any]:
+    """Each row as the tuple of its bound values, column by column: a column with a
+    processor runs every value through it, the others are taken as they are."""
+    if not names:
+        return [() for _row in rows]
+    columns = [[row[name] for row in rows] for name in names]
+    for i, process in enumerate(processors):
+        if process is not None:
+            columns[i] = list(map(process, columns[i]))
+    return list(zip(*columns, strict=True))
 
 
 def insert_many_ignoring(session: SqlSession, table: Any, rows: list[dict[str, Any]]) -> None:
