@@ -92,17 +92,25 @@ class FactsReader:
     def episodes(self, episode_ids: Iterable[str]) -> dict[str, EpisodeFacts]:
         """The named episodes whose content is still readable, opened with their keys."""
         out: dict[str, EpisodeFacts] = {}
+        # a push's session keeps what it opened (dropped when the push ends)
+        opened: dict[tuple[str, str], EpisodeContent] | None
+        opened = getattr(self.s, "opened_episodes", None)
         for episode_id, row in self.s.episodes(self.space_id, episode_ids).items():
-            content = self.vault.open(
-                self.s,
-                self.space_id,
-                "episode",
-                episode_id,
-                1,
-                row.key_id,
-                row.sealed_content,
-                EpisodeContent,
-            )
+            key = (episode_id, row.key_id)
+            content = None if opened is None else opened.get(key)
+            if content is None or self.vault.data_key(self.s, self.space_id, row.key_id) is None:
+                content = self.vault.open(
+                    self.s,
+                    self.space_id,
+                    "episode",
+                    episode_id,
+                    1,
+                    row.key_id,
+                    row.sealed_content,
+                    EpisodeContent,
+                )
+                if opened is not None and content is not None:
+                    opened[key] = content
             if content is not None:
                 out[episode_id] = EpisodeFacts(
                     episode_id,

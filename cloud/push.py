@@ -157,11 +157,14 @@ def apply_ops(
         lambda: [conversation_token(vault, space_id, c) for c in conversations],
     )
     view = cast(StoreSession, batch)
-    receipts = [
-        _apply(view, vault, space_id, device_id, index, raw, now, version)
-        for index, raw in enumerate(raws)
-    ]
-    batch.flush()
+    try:
+        receipts = [
+            _apply(view, vault, space_id, device_id, index, raw, now, version)
+            for index, raw in enumerate(raws)
+        ]
+        batch.flush()
+    finally:
+        batch.opened_episodes.clear()  # no plain text outlives the push
     return receipts
 
 

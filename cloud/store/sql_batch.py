@@ -21,6 +21,9 @@ Invariants:
   push that raises before that leaves nothing behind (the transaction rolls back).
 - A key created in this push is forgotten only if a forget of this push named it: once
   a forget event is written, every key is asked of the store again.
+- ``opened_episodes`` (episode id, key id) -> opened content lives on this push's
+  session only and is emptied when the push ends (``cloud.push.apply_ops``); a read
+  still asks the row and its key first, so a forget in the push is honoured.
 """
 
 from __future__ import annotations
@@ -79,6 +82,7 @@ class BatchSession:
         self._fresh_keys: set[str] = set()  # keys this push created, no forget since
         self._tokens_of: Callable[[], Iterable[str]] | None = None
         self._named_tokens: list[str] | None = None  # made from ``_tokens_of``, once
+        self.opened_episodes: dict[tuple[str, str], Any] = {}  # see the docstring
         self._clear_buffers()
         self._clear_known()
 
