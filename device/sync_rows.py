@@ -222,7 +222,8 @@ class PageRows:
         """``row`` is (supersedes, epistemic_state, recorded_at, bound_space, key_id,
         sealed), as ``store.insert_version``."""
         changes.touch(self.db, record_id)
-        self._versions.setdefault(record_id, set()).add(version)
+        self.version_held(record_id, version)  # the versions held are known before adding
+        self._versions[record_id].add(version)
         self._new_versions.append((record_id, version, *row))
 
     def add_derivations(self, child_id: str, parents: Iterable[str]) -> None:

@@ -165,3 +165,26 @@ def test_a_record_stated_in_the_page_that_brought_it_is_one_insert(
     assert "3 new, 0 updated" in seen
     rows = laptop._debug_db().all("SELECT lifecycle, sync_state FROM records")
     assert sorted(tuple(r) for r in rows) == [("active", "synced")] * 3
+
+
+def test_a_version_queued_after_the_cache_was_dropped_keeps_the_held_ones_known(
+    make_agent: MakeAgent, cloud: FakeCloud
+) -> None:
+    """After ``forget`` (a rare path ran) a queued version must not hide the versions
+    the store holds: a later change naming one is held, not inserted twice."""
+    phone = make_agent("phone", seed=1, cloud=cloud)
+    phone.enroll(cloud.new_code())
+    phone.say("I keep bees.", "c")
+    record = phone.remember("I keep bees.", "c").record_id
+    assert record is not None
+    phone.sync()
+    db = phone._debug_db()
+    with db.atomic():
+        rows = PageRows(db)
+        rows.forget()
+        row = store.version_row(db, record, 1)
+        rows.insert_version(
+            record, 2, (1, "stated", "2026-03-01T09:30:00+00:00", "sp", row["key_id"], b"x")
+        )
+        assert rows.version_held(record, 1)
+        assert rows.version_held(record, 2)
