@@ -3,7 +3,9 @@ method per kind (``docs/protocol.md``, "The sync algorithm").
 
 Invariants:
 - Every change of a page is applied inside the page's ONE local transaction (held by
-  ``device.sync.SyncSession._apply_page``); a change that does not open, or one of a
+  ``device.sync.SyncSession._apply_page``); the common kinds queue their rows in the
+  page's ``device.sync_rows.PageRows`` (written set-at-a-time), the rare ones write the
+  queue first and take the per-row path (``_rare``); a change that does not open, or one of a
   kind no case matches (``refuse_unknown_change``), aborts the whole page and the
   cursor stays where it was.
 - Content already held is never rewritten; content this device forgot is never
