@@ -22,17 +22,16 @@ Invariants:
 from __future__ import annotations
 
 from collections.abc import Callable
-from datetime import datetime
 from typing import Any, Never, NoReturn
 
 from pydantic import ValidationError
 
-from device import candidates, catalog, effects, provisional, store
+from device import candidates, catalog, provisional, store
 from device import subset as subset_of
 from device.errors import ChangeDoesNotOpen, UnknownChangeKind
 from device.facts import episode_facts
 from device.keys import SealedKeyDoesNotOpen, open_item, open_sealed_key
-from device.sync_base import FORGOTTEN, SessionBase, no_randomness
+from device.sync_base import FORGOTTEN, SessionBase
 from device.sync_page import PageWork
 from device.sync_state import SyncState
 from protocol.errors import SealError
@@ -114,11 +113,6 @@ class Applying(SessionBase):
         if self._page is None:
             raise RuntimeError("a pulled change is applied only inside its page")
         return self._page
-
-    def _context(self) -> effects.Context:
-        return effects.Context(
-            self.db, no_randomness, datetime.fromisoformat(self.now()), self._work().space
-        )
 
     def _open_dek(self, private_key: Any, change: Any, what: str) -> bytes:
         try:
