@@ -90,13 +90,13 @@ class Applying(SessionBase):
             case EpisodeChange():
                 self._episode(change, private_key)
             case ArtifactChange():
-                self._rare(lambda: self._artifact(change, private_key))
+                self._artifact(change, private_key)
             case ProjectChange():
                 catalog.set_project(self.db, change.project, change.open, change.at.isoformat())
             case KeyDestruction():
-                self._rare(lambda: self._key_destruction(change))
+                self._key_destruction(change)
             case SubsetChange():
-                self._rare(lambda: self._subset_change(change))
+                self._subset_change(change)
             case _:
                 refuse_unknown_change(change)
 
@@ -279,6 +279,9 @@ class Applying(SessionBase):
         )
 
     def _artifact(self, change: ArtifactChange, private_key: Any) -> None:
+        self._rare(lambda: self._artifact_per_row(change, private_key))
+
+    def _artifact_per_row(self, change: ArtifactChange, private_key: Any) -> None:
         gone_parent = any(
             (row := store.record_row(self.db, parent)) is not None and row["lifecycle"] == FORGOTTEN
             for parent in change.derived_from
@@ -306,6 +309,9 @@ class Applying(SessionBase):
         catalog.add_derivations(self.db, "artifact", change.artifact_id, change.derived_from)
 
     def _key_destruction(self, change: KeyDestruction) -> None:
+        self._rare(lambda: self._key_destruction_per_row(change))
+
+    def _key_destruction_per_row(self, change: KeyDestruction) -> None:
         at = change.destroyed_at.isoformat()
         if change.record_id is None:
             # episodes that belonged to no record: forgetting all memory
@@ -317,6 +323,9 @@ class Applying(SessionBase):
         store.add_pending_ack(self.db, change.event_id, change.record_id or "", self.now())
 
     def _subset_change(self, change: SubsetChange) -> None:
+        self._rare(lambda: self._subset_change_per_row(change))
+
+    def _subset_change_per_row(self, change: SubsetChange) -> None:
         at = change.at.isoformat()
         if change.entered:
             subset_of.entered(self.db, change.record_id, change.reason or "chosen", at)
