@@ -32,6 +32,7 @@ from device.sync_apply import RECORD_CHANGES, Applying, refuse_unknown_change, s
 from device.sync_base import FORGOTTEN
 from device.sync_page import PageWork
 from device.sync_push import MAX_PULL_ROUNDS, Pushing, code_of
+from device.sync_rows import PageRows
 from device.views import SyncReport
 from protocol.messages import (
     MAX_PULL_PAGE,
@@ -137,8 +138,9 @@ class SyncSession(Pushing, Applying):
             self._reported = []
             meta = store.get_meta(self.db)
             private_key = load_private_key(meta.private_key)
-            work = self._page = PageWork(space=self._space())
+            work = self._page = PageWork(space=self._space(), rows=PageRows(self.db))
             try:
+                work.rows.load(page.changes)
                 for change in page.changes:
                     self._apply_change(change, private_key)
                 for record_id in (

@@ -3,7 +3,9 @@ method per kind (``docs/protocol.md``, "The sync algorithm").
 
 Invariants:
 - Every change of a page is applied inside the page's ONE local transaction (held by
-  ``device.sync.SyncSession._apply_page``); a change that does not open, or one of a
+  ``device.sync.SyncSession._apply_page``); the common kinds queue their rows in the
+  page's ``device.sync_rows.PageRows`` (written set-at-a-time), the rare ones write the
+  queue first and take the per-row path (``_rare``); a change that does not open, or one of a
   kind no case matches (``refuse_unknown_change``), aborts the whole page and the
   cursor stays where it was.
 - Content already held is never rewritten; content this device forgot is never
@@ -20,17 +22,16 @@ Invariants:
 from __future__ import annotations
 
 from collections.abc import Callable
-from datetime import datetime
 from typing import Any, Never, NoReturn
 
 from pydantic import ValidationError
 
-from device import candidates, catalog, effects, provisional, store
+from device import candidates, catalog, provisional, store
 from device import subset as subset_of
 from device.errors import ChangeDoesNotOpen, UnknownChangeKind
 from device.facts import episode_facts
-from device.keys import SealedItem, SealedKeyDoesNotOpen, open_item, open_sealed_key
-from device.sync_base import FORGOTTEN, SessionBase, no_randomness
+from device.keys import SealedKeyDoesNotOpen, open_item, open_sealed_key
+from device.sync_base import FORGOTTEN, SessionBase
 from device.sync_page import PageWork
 from device.sync_state import SyncState
 from protocol.errors import SealError
@@ -99,16 +100,19 @@ class Applying(SessionBase):
             case _:
                 refuse_unknown_change(change)
 
+    def _rare(self, apply: Callable[[], None]) -> None:
+        """A rare change takes the per-row path: the page's queued rows are written
+        first, and what it may have changed is read from the store again after."""
+        rows = self._work().rows
+        rows.flush()
+        apply()
+        rows.forget()
+
     def _work(self) -> PageWork:
         """The page in flight (``device.sync.SyncSession._apply_page`` sets it)."""
         if self._page is None:
             raise RuntimeError("a pulled change is applied only inside its page")
         return self._page
-
-    def _context(self) -> effects.Context:
-        return effects.Context(
-            self.db, no_randomness, datetime.fromisoformat(self.now()), self._work().space
-        )
 
     def _open_dek(self, private_key: Any, change: Any, what: str) -> bytes:
         try:
@@ -145,8 +149,12 @@ class Applying(SessionBase):
                 "the page was not applied and the cursor did not move"
             ) from exc
 
-    def _store_key(self, key_id: str, dek: bytes, what: str) -> None:
-        held = store.put_key_once(self.db, key_id, dek, "cloud")
+    def _store_key(self, key_id: str, dek: bytes, what: str, *, now: bool = False) -> None:
+        """Hold the key (queued with the page's rows, or written ``now``)."""
+        if now:
+            held = store.put_key_once(self.db, key_id, dek, "cloud")
+        else:
+            held = self._work().rows.put_key_once(key_id, dek)
         if held is not None and held != dek:
             raise ChangeDoesNotOpen(
                 f"{what}: key {key_id} is already held with different bytes; "
@@ -154,53 +162,50 @@ class Applying(SessionBase):
             )
 
     def _record_version(self, change: RecordVersionChange, private_key: Any) -> None:
-        local = store.record_row(self.db, change.record_id)
-        if local is not None and local["lifecycle"] == FORGOTTEN:
+        work = self._work()
+        rows = work.rows
+        lifecycle = rows.lifecycle(change.record_id)
+        if lifecycle == FORGOTTEN:
             self.report.ignored += 1
             return
         what = f"record {change.record_id} v{change.version}"
         # a version needs its record's row: a record not held has no version held
-        held = (
-            None if local is None else store.version_row(self.db, change.record_id, change.version)
-        )
-        if held is not None and provisional.is_provisional(
-            self.db, change.record_id, change.version
-        ):
+        if lifecycle is not None and rows.version_held(change.record_id, change.version):
+            rows.flush()
+            if not provisional.is_provisional(self.db, change.record_id, change.version):
+                store.set_record_state(self.db, change.record_id, sync_state=SyncState.SYNCED)
+                return
             # this device's own, not yet numbered by the cloud: the cloud's version wins
             # the number, and this device's words move to the next free one
             provisional.move_aside(self.db, change.record_id, change.version, self.random_bytes)
-            held = None
-        if held is not None:
-            store.set_record_state(self.db, change.record_id, sync_state=SyncState.SYNCED)
-            return
+            rows.forget()
         dek, plain = self._open(
             private_key, change, what, "record", change.record_id, change.version
         )
         content = self._parse(change, what, RecordContent.model_validate_json, plain)
         self._store_key(change.key_id, dek, what)
-        if local is None:
+        if lifecycle is None:
             # Its state follows as a record_state change; until then it is not used.
-            store.insert_record(
-                self.db,
-                record_id=change.record_id,
-                lifecycle=LifecycleState.CANDIDATE.value,
-                current_version=change.version,
-                sync_state=SyncState.SYNCED,
-            )
-        effects.write_version(
-            self._context(),
+            rows.insert_record(change.record_id, LifecycleState.CANDIDATE.value, change.version)
+        # as effects.write_version with the pulled sealed item
+        rows.insert_version(
             change.record_id,
             change.version,
-            change.supersedes,
-            content,
-            sealed=SealedItem(change.key_id, dek, change.sealed_content),
-            recorded_at=change.recorded_at.isoformat(),
+            (
+                change.supersedes,
+                content.epistemic_state.value,
+                change.recorded_at.isoformat(),
+                work.space,
+                change.key_id,
+                change.sealed_content,
+            ),
         )
-        work = self._work()
+        rows.add_derivations(change.record_id, content.derived_from)
         work.opened_version(change.record_id, change.version, content)
-        if local is None:
+        if lifecycle is None:
             work.subject_due(change.record_id)
         if content.background:
+            rows.flush()
             self._resolve_candidates(change.record_id, content)
 
     def _resolve_candidates(self, record_id: str, content: RecordContent) -> None:
@@ -216,24 +221,20 @@ class Applying(SessionBase):
                     candidates.resolve(self.db, [(episode_id, index)], record_id)
 
     def _record_state(self, change: RecordStateChange) -> None:
-        local = store.record_row(self.db, change.record_id)
-        if local is not None and local["lifecycle"] == FORGOTTEN:
+        rows = self._work().rows
+        lifecycle = rows.lifecycle(change.record_id)
+        if lifecycle == FORGOTTEN:
             self.report.ignored += 1
             return
         if change.lifecycle_state is LifecycleState.FORGOTTEN:
-            self._shred_closure(change.record_id, change.at.isoformat())
+            self._rare(lambda: self._shred_closure(change.record_id, change.at.isoformat()))
             return
-        if local is None:
-            store.insert_record(
-                self.db,
-                record_id=change.record_id,
-                lifecycle=change.lifecycle_state.value,
-                current_version=change.current_version,
-                sync_state=SyncState.SYNCED,
+        if lifecycle is None:
+            rows.insert_record(
+                change.record_id, change.lifecycle_state.value, change.current_version
             )
         usage = change.usage_restriction
-        store.set_pulled_state(
-            self.db,
+        rows.set_pulled_state(
             change.record_id,
             lifecycle=change.lifecycle_state.value,
             current_version=change.current_version,
@@ -242,8 +243,7 @@ class Applying(SessionBase):
             superseded_by=change.superseded_by_record,
             conflicts=change.conflicts_with,
         )
-        catalog.log_event(
-            self.db,
+        rows.log_event(
             change.record_id,
             change.at.isoformat(),
             change.lifecycle_state.value,
@@ -253,29 +253,35 @@ class Applying(SessionBase):
         self._work().subject_due(change.record_id)
 
     def _episode(self, change: EpisodeChange, private_key: Any) -> None:
-        forgotten, held = store.episode_known(self.db, change.episode_id)
+        rows = self._work().rows
+        forgotten, held = rows.episode_known(change.episode_id)
         if forgotten:
             self.report.ignored += 1
             return
         if held:
+            rows.flush()
             store.set_episode_sync(self.db, change.episode_id, SyncState.SYNCED, None)
             return
         what = f"episode {change.episode_id}"
         dek, plain = self._open(private_key, change, what, "episode", change.episode_id, 1)
         content = self._parse(change, what, EpisodeContent.model_validate_json, plain)
         self._store_key(change.key_id, dek, what)
-        store.insert_episode(
-            self.db,
-            episode_id=change.episode_id,
-            conversation_id=content.conversation_id,
-            typed_at=change.typed_at.isoformat(),
-            bound_space=self._work().space,
-            key_id=change.key_id,
-            sealed=change.sealed_content,
-            sync_state=SyncState.SYNCED,
+        rows.insert_episode(
+            change.episode_id,
+            (
+                content.conversation_id,
+                change.typed_at.isoformat(),
+                self._work().space,
+                change.key_id,
+                change.sealed_content,
+                SyncState.SYNCED,
+            ),
         )
 
     def _artifact(self, change: ArtifactChange, private_key: Any) -> None:
+        self._rare(lambda: self._artifact_per_row(change, private_key))
+
+    def _artifact_per_row(self, change: ArtifactChange, private_key: Any) -> None:
         gone_parent = any(
             (row := store.record_row(self.db, parent)) is not None and row["lifecycle"] == FORGOTTEN
             for parent in change.derived_from
@@ -289,7 +295,7 @@ class Applying(SessionBase):
         what = f"artifact {change.artifact_id}"
         dek, plain = self._open(private_key, change, what, "artifact", change.artifact_id, 1)
         content = self._parse(change, what, ArtifactContent.model_validate_json, plain)
-        self._store_key(change.key_id, dek, what)
+        self._store_key(change.key_id, dek, what, now=True)
         catalog.insert_artifact(
             self.db,
             artifact_id=change.artifact_id,
@@ -303,6 +309,9 @@ class Applying(SessionBase):
         catalog.add_derivations(self.db, "artifact", change.artifact_id, change.derived_from)
 
     def _key_destruction(self, change: KeyDestruction) -> None:
+        self._rare(lambda: self._key_destruction_per_row(change))
+
+    def _key_destruction_per_row(self, change: KeyDestruction) -> None:
         at = change.destroyed_at.isoformat()
         if change.record_id is None:
             # episodes that belonged to no record: forgetting all memory
@@ -314,6 +323,9 @@ class Applying(SessionBase):
         store.add_pending_ack(self.db, change.event_id, change.record_id or "", self.now())
 
     def _subset_change(self, change: SubsetChange) -> None:
+        self._rare(lambda: self._subset_change_per_row(change))
+
+    def _subset_change_per_row(self, change: SubsetChange) -> None:
         at = change.at.isoformat()
         if change.entered:
             subset_of.entered(self.db, change.record_id, change.reason or "chosen", at)

@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 
 from device import catalog, search, store
 from device.db import Database
+from device.sync_rows import PageRows
 from protocol.errors import SealError
 from protocol.model import LifecycleState, RecordContent
 
@@ -37,6 +38,7 @@ class PageWork:
     search index, and the contents the page opened, by (record, version)."""
 
     space: str
+    rows: PageRows  # the page's plain rows, read and written set-at-a-time
     opened: dict[tuple[str, int], RecordContent] = field(default_factory=dict)
     subjects_due: dict[str, None] = field(default_factory=dict)  # ordered set
     search_due: dict[str, None] = field(default_factory=dict)
@@ -56,6 +58,7 @@ class PageWork:
     def finish(self, db: Database) -> None:
         """Write the page's subject-index and search rows, a statement per kind for the
         whole page, then merge the FTS5 segments if the page shredded anything."""
+        self.rows.flush()
         blinder = search.Blinder(search.search_key(db))
         catalog.index_subjects(db, self._subject_items(db))
         search.catch_up(db, self.search_due, known=self.opened, blinder=blinder)

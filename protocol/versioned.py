@@ -16,7 +16,7 @@ from __future__ import annotations
 import json
 from collections.abc import Mapping
 from functools import cache
-from typing import Any, TypeVar
+from typing import Annotated, Any, Literal, TypeVar, get_args, get_origin
 
 from pydantic import BaseModel
 
@@ -79,15 +79,70 @@ def render_json(message: BaseModel, version: int, *, exclude_none: bool = False)
     return message.model_dump_json(exclude=exclude, exclude_none=exclude_none)
 
 
+def _annotation_may_hold_newer(annotation: Any, version: int, seen: frozenset[type]) -> bool:
+    """Whether a value of ``annotation`` can hold a model with a field newer than
+    ``version`` (anything not known to be plain data counts as yes)."""
+    if annotation is None or annotation is type(None):
+        return False
+    if annotation is Any or annotation is object:
+        return True
+    origin = get_origin(annotation)
+    if origin is Literal:
+        return False
+    if origin is Annotated:  # the metadata is no value's type
+        return _annotation_may_hold_newer(get_args(annotation)[0], version, seen)
+    if origin is not None:
+        return any(_annotation_may_hold_newer(a, version, seen) for a in get_args(annotation))
+    if isinstance(annotation, type):
+        if issubclass(annotation, BaseModel):
+            return annotation in seen or _walk_spec(annotation, version, seen) is not None
+        return False
+    return not isinstance(annotation, (int, str, float, bool))  # Any, TypeVar, forward refs
+
+
+def _walk_spec(
+    model_type: type[BaseModel], version: int, seen: frozenset[type] = frozenset()
+) -> tuple[str, ...] | None:
+    """None when no value of ``model_type`` can hold a field newer than ``version`` set
+    at any depth; else the names of its fields worth walking into."""
+    if seen:
+        return _walk_spec_of(model_type, version, seen)
+    return _walk_spec_cached(model_type, version)
+
+
+@cache
+def _walk_spec_cached(model_type: type[BaseModel], version: int) -> tuple[str, ...] | None:
+    return _walk_spec_of(model_type, version, frozenset())
+
+
+def _walk_spec_of(
+    model_type: type[BaseModel], version: int, seen: frozenset[type]
+) -> tuple[str, ...] | None:
+    inner = seen | {model_type}
+    walk = tuple(
+        name
+        for name, info in model_type.model_fields.items()
+        if _annotation_may_hold_newer(info.annotation, version, inner)
+    )
+    if not walk and not newer_fields(model_type, version):
+        return None
+    return walk
+
+
 def _refuse_newer_set(value: object, version: int) -> None:
+    """Refuse a field newer than ``version`` set anywhere in ``value``; a model whose
+    fields' types cannot hold one is not walked (``_walk_spec``)."""
     if isinstance(value, BaseModel):
         model_type = type(value)
+        walk = _walk_spec(model_type, version)
+        if walk is None:
+            return
         for name in newer_fields(model_type, version):
             if name in value.model_fields_set:
                 raise FieldNotInVersion(
                     model_type.__name__, name, introduced_in(model_type, name), version
                 )
-        for name in model_type.model_fields:
+        for name in walk:
             _refuse_newer_set(getattr(value, name), version)
     elif isinstance(value, list | tuple):
         for item in value:

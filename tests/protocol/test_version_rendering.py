@@ -5,12 +5,12 @@ from __future__ import annotations
 import json
 from contextlib import nullcontext
 from datetime import UTC, datetime
-from typing import get_args
+from typing import Annotated, Any, get_args
 
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
-from pydantic import BaseModel, ValidationError
+from pydantic import BaseModel, Field, ValidationError
 
 from protocol import messages
 from protocol.errors import FieldNotInVersion
@@ -22,8 +22,8 @@ from protocol.messages import (
     RecordUse,
     RecordVersionChange,
 )
-from protocol.version import PROTOCOL_VERSION
-from protocol.versioned import introduced_in, parse, render_json
+from protocol.version import PROTOCOL_VERSION, Since
+from protocol.versioned import _refuse_newer_set, _walk_spec, introduced_in, parse, render_json
 
 AT = datetime(2026, 9, 21, 8, 30, tzinfo=UTC)
 REC = "rec_aaaaaaaaaaaaaaaa"
@@ -179,3 +179,35 @@ def test_version_1_is_version_2_without_its_new_fields(
     )
     with pytest.raises(FieldNotInVersion) if wait else nullcontext():
         render_json(live, 1)
+
+
+class _Inner(BaseModel):
+    late: Annotated[int, Since(2)] = 0
+
+
+class _Holder(BaseModel):
+    plain: list[int] = []
+    named: Annotated[str, Field(min_length=0)] = ""
+    inner: list[_Inner] = []
+    anything: Any = None
+    maybe: dict[str, _Inner | None] = {}
+
+
+def test_the_parse_walk_skips_only_what_cannot_hold_a_newer_field() -> None:
+    """A model whose fields cannot hold a newer field is not walked; every field that
+    can (a nested model, ``Any``, a dict of models) still is, at any depth."""
+    assert _walk_spec(PullRequest, 2) == ()  # its own newer field, nothing nested
+    assert _walk_spec(RecordVersionChange, 2) is None
+    assert _walk_spec(_Holder, 2) == ("anything",)  # only Any may hold a newer one
+    assert _walk_spec(_Holder, 1) == ("inner", "anything", "maybe")
+    for raw in (
+        {"inner": [{}, {"late": 1}]},
+        {"maybe": {"a": None, "b": {"late": 0}}},
+    ):
+        with pytest.raises(FieldNotInVersion, match="_Inner field 'late'"):
+            parse(_Holder, raw, 1)
+        parse(_Holder, raw, 2)
+    held = _Holder(anything=_Inner(late=3))
+    with pytest.raises(FieldNotInVersion, match="_Inner field 'late'"):
+        _refuse_newer_set(held, 1)
+    _refuse_newer_set(_Holder(anything=[_Inner()]), 1)
