@@ -22,15 +22,9 @@ from device.sync import SyncSession
 from protocol.messages import PullResponse
 from tests.device.conftest import MakeAgent
 from tests.device.fake_cloud import FakeCloud
+from tests.device.test_sync_page import SENTENCES as PAGE_SENTENCES
 
-SENTENCES = [
-    "I keep three beehives behind the Quillby allotment.",
-    "My sister Odalys teaches cello in Bergen on weekdays.",
-    "I grew up in a lighthouse near Varnholm.",
-    "My favourite tea is smoked lapsang from the Wexcombe market.",
-    "I am learning to sail a small dinghy called Petrel.",
-    "Our cat Bramble sleeps on the radiator all winter.",
-]
+SENTENCES = [*PAGE_SENTENCES, "Our cat Bramble sleeps on the radiator all winter."]
 PAGE = 3  # changes per pulled page in these tests: several pages per sync
 WAIT = 30.0  # seconds a condition may take on a loaded machine (never slept through)
 
