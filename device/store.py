@@ -315,8 +315,19 @@ def set_record_state(
         )
 
 
-def set_pulled_state(
-    db: Database,
+# The cloud's word on a record's whole state (a pulled ``record_state``) in one UPDATE:
+# lifecycle, the exact current version, usage, flags; synced, no refusal. The same as
+# ``set_record_state`` (lifecycle, synced) then ``set_current_version``, ``set_usage``,
+# ``set_superseded_by`` and ``set_conflicts``. Its rows come from ``pulled_state_row``;
+# ``device.sync_rows.PageRows`` writes a page's of them at once.
+SET_PULLED_STATE = (
+    "UPDATE records SET lifecycle = ?, sync_state = ?, refusal_reason = NULL, "
+    "current_version = ?, usage_area = ?, usage_project = ?, superseded_by = ?, "
+    "conflicts_with = ? WHERE record_id = ?"
+)
+
+
+def pulled_state_row(
     record_id: str,
     *,
     lifecycle: str,
@@ -325,26 +336,17 @@ def set_pulled_state(
     usage_project: str | None,
     superseded_by: str | None,
     conflicts: Iterable[str],
-) -> None:
-    """The cloud's word on a record's whole state (a pulled ``record_state``) in one
-    UPDATE: lifecycle, the exact current version, usage, flags; synced, no refusal.
-    The same as ``set_record_state`` (lifecycle, synced) then ``set_current_version``,
-    ``set_usage``, ``set_superseded_by`` and ``set_conflicts``."""
-    _changing(db, record_id)
-    db.execute(
-        "UPDATE records SET lifecycle = ?, sync_state = ?, refusal_reason = NULL, "
-        "current_version = ?, usage_area = ?, usage_project = ?, superseded_by = ?, "
-        "conflicts_with = ? WHERE record_id = ?",
-        (
-            lifecycle,
-            SyncState.SYNCED,
-            current_version,
-            usage_area,
-            usage_project,
-            superseded_by,
-            json.dumps(sorted(set(conflicts))),
-            record_id,
-        ),
+) -> tuple[Any, ...]:
+    """The parameters of ``SET_PULLED_STATE`` for one record."""
+    return (
+        lifecycle,
+        SyncState.SYNCED,
+        current_version,
+        usage_area,
+        usage_project,
+        superseded_by,
+        json.dumps(sorted(set(conflicts))),
+        record_id,
     )
 
 

@@ -28,7 +28,7 @@ import json
 from collections.abc import Iterable, Sequence
 from typing import Any
 
-from device import catalog, changes
+from device import catalog, changes, store
 from device.db import Database
 from device.sync_state import SyncState
 from protocol.messages import (
@@ -113,8 +113,8 @@ class PageRows:
     def lifecycle(self, record_id: str) -> str | None:
         """The record's lifecycle here, None when its row is not held."""
         if record_id not in self._lifecycle:
-            row = self.db.one("SELECT lifecycle FROM records WHERE record_id = ?", (record_id,))
-            self._lifecycle[record_id] = None if row is None else row[0]
+            row = store.record_row(self.db, record_id)
+            self._lifecycle[record_id] = None if row is None else row["lifecycle"]
         return self._lifecycle[record_id]
 
     def version_held(self, record_id: str, version: int) -> bool:
@@ -128,12 +128,7 @@ class PageRows:
     def episode_known(self, episode_id: str) -> tuple[bool, bool]:
         """(forgotten here, held here), as ``store.episode_known``."""
         if episode_id not in self._episodes:
-            row = self.db.one(
-                "SELECT EXISTS (SELECT 1 FROM forgotten_episodes WHERE episode_id = ?), "
-                "EXISTS (SELECT 1 FROM episodes WHERE episode_id = ?)",
-                (episode_id, episode_id),
-            )
-            self._episodes[episode_id] = (bool(row[0]), bool(row[1]))
+            self._episodes[episode_id] = store.episode_known(self.db, episode_id)
         return self._episodes[episode_id]
 
     def forget(self) -> None:
@@ -150,8 +145,7 @@ class PageRows:
         """As ``store.put_key_once`` (origin ``cloud``): the bytes already held, or None
         when the key is queued now."""
         if key_id not in self._keys:
-            row = self.db.one("SELECT dek FROM data_keys WHERE key_id = ?", (key_id,))
-            self._keys[key_id] = None if row is None else bytes(row[0])
+            self._keys[key_id] = store.get_key(self.db, key_id)
         held = self._keys[key_id]
         if held is None:
             self._keys[key_id] = dek
@@ -186,37 +180,34 @@ class PageRows:
         superseded_by: str | None,
         conflicts: Iterable[str],
     ) -> None:
-        """As ``store.set_pulled_state``; a record inserted in this page and not yet
-        written takes the state into its one INSERT."""
+        """``store.SET_PULLED_STATE`` for the record, queued; a record inserted in this
+        page and not yet written takes the state into its one INSERT instead."""
         changes.touch(self.db, record_id)
         self._lifecycle[record_id] = lifecycle
-        conflicts_json = json.dumps(sorted(set(conflicts)))
+        row = store.pulled_state_row(
+            record_id,
+            lifecycle=lifecycle,
+            current_version=current_version,
+            usage_area=usage_area,
+            usage_project=usage_project,
+            superseded_by=superseded_by,
+            conflicts=conflicts,
+        )
         new = self._new_records.get(record_id)
-        if new is not None:
-            new[1:] = [
-                lifecycle,
-                current_version,
-                SyncState.SYNCED,
-                None,
-                usage_area,
-                usage_project,
-                superseded_by,
-                conflicts_json,
-            ]
-        else:
-            self._states.append(
-                (
-                    lifecycle,
-                    SyncState.SYNCED,
-                    None,
-                    current_version,
-                    usage_area,
-                    usage_project,
-                    superseded_by,
-                    conflicts_json,
-                    record_id,
-                )
-            )
+        if new is None:
+            self._states.append(row)
+            return
+        _lifecycle, synced, _version, area, project, superseded, conflicts_json, _id = row
+        new[1:] = [
+            lifecycle,
+            current_version,
+            synced,
+            None,  # refusal_reason
+            area,
+            project,
+            superseded,
+            conflicts_json,
+        ]
 
     def insert_version(self, record_id: str, version: int, row: tuple[Any, ...]) -> None:
         """``row`` is (supersedes, epistemic_state, recorded_at, bound_space, key_id,
@@ -252,12 +243,7 @@ class PageRows:
                 "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
                 list(self._new_records.values()),
             ),
-            (
-                "UPDATE records SET lifecycle = ?, sync_state = ?, refusal_reason = ?, "
-                "current_version = ?, usage_area = ?, usage_project = ?, superseded_by = ?, "
-                "conflicts_with = ? WHERE record_id = ?",
-                self._states,
-            ),
+            (store.SET_PULLED_STATE, self._states),
             (
                 "INSERT INTO record_versions (record_id, version, supersedes, "
                 "epistemic_state, recorded_at, bound_space, key_id, sealed) "
