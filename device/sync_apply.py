@@ -235,13 +235,15 @@ class Applying(SessionBase):
             )
         usage = change.usage_restriction
         rows.set_pulled_state(
-            change.record_id,
-            lifecycle=change.lifecycle_state.value,
-            current_version=change.current_version,
-            usage_area=usage.area.value if usage and usage.area else None,
-            usage_project=usage.project if usage else None,
-            superseded_by=change.superseded_by_record,
-            conflicts=change.conflicts_with,
+            store.pulled_state_row(
+                change.record_id,
+                lifecycle=change.lifecycle_state.value,
+                current_version=change.current_version,
+                usage_area=usage.area.value if usage and usage.area else None,
+                usage_project=usage.project if usage else None,
+                superseded_by=change.superseded_by_record,
+                conflicts=change.conflicts_with,
+            )
         )
         rows.log_event(
             change.record_id,

@@ -169,35 +169,19 @@ class PageRows:
             _NO_CONFLICTS,
         ]
 
-    def set_pulled_state(
-        self,
-        record_id: str,
-        *,
-        lifecycle: str,
-        current_version: int | None,
-        usage_area: str | None,
-        usage_project: str | None,
-        superseded_by: str | None,
-        conflicts: Iterable[str],
-    ) -> None:
-        """``store.SET_PULLED_STATE`` for the record, queued; a record inserted in this
-        page and not yet written takes the state into its one INSERT instead."""
+    def set_pulled_state(self, row: tuple[Any, ...]) -> None:
+        """Queue ``store.SET_PULLED_STATE`` with ``row`` (``store.pulled_state_row``); a
+        record inserted in this page and not yet written takes the state into its one
+        INSERT instead."""
+        lifecycle, synced, current_version, area, project, superseded, conflicts_json, record_id = (
+            row
+        )
         changes.touch(self.db, record_id)
         self._lifecycle[record_id] = lifecycle
-        row = store.pulled_state_row(
-            record_id,
-            lifecycle=lifecycle,
-            current_version=current_version,
-            usage_area=usage_area,
-            usage_project=usage_project,
-            superseded_by=superseded_by,
-            conflicts=conflicts,
-        )
         new = self._new_records.get(record_id)
         if new is None:
             self._states.append(row)
             return
-        _lifecycle, synced, _version, area, project, superseded, conflicts_json, _id = row
         new[1:] = [
             lifecycle,
             current_version,
